@@ -1,0 +1,109 @@
+"""Tiny random models for tests and debugging: nothing is downloaded.
+
+`build_tiny_model(dir, arch="qwen2"|"llama")` writes a Hugging Face folder with a randomly initialised
+causal LM of a few hundred thousand parameters and a byte-level BPE tokenizer trained here on a small
+corpus (so any text, unicode included, encodes), with a chat template:
+- "qwen2": ChatML (`<|im_start|>role\\n…<|im_end|>\\n`), eos = pad = `<|im_end|>` (Qwen, SmolLM2).
+- "llama": Llama-3 style headers (`<|start_header_id|>role<|end_header_id|>\\n\\n…<|eot_id|>`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+LLAMA3_TEMPLATE = (
+    "{{ '<|begin_of_text|>' }}"
+    "{% for message in messages %}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+
+_SPECIALS = {
+    "qwen2": dict(tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], eos="<|im_end|>", pad="<|im_end|>", bos=None, template=CHATML_TEMPLATE),
+    "llama": dict(
+        tokens=["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|finetune_pad|>"],
+        eos="<|eot_id|>", pad="<|finetune_pad|>", bos="<|begin_of_text|>", template=LLAMA3_TEMPLATE,
+    ),
+}
+
+# Enough English and game vocabulary that common words become single tokens, like a real tokenizer.
+_CORPUS = [
+    "You are a helpful assistant. You are a good game player. Decide the next action.",
+    "<answer>Left</answer> <answer>Right</answer> <answer>Up</answer> <answer>Down</answer>",
+    "<think>I should move towards the goal.</think><answer>Down</answer>",
+    "Turn 1: Observation: _ _ O G\nP _ _ _\nStrictly follow this format. You have 3 actions left.",
+    "FrozenLake Sokoban box target wall player hole goal frozen ice reward success",
+    "The quick brown fox jumps over the lazy dog. 0123456789 + - * / ( ) = < > ! ? . , ; :",
+]
+
+
+def build_tokenizer(arch: str = "qwen2", vocab_size: int = 512) -> PreTrainedTokenizerFast:
+    spec = _SPECIALS[arch]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=spec["tokens"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=spec["eos"],
+        pad_token=spec["pad"],
+        bos_token=spec["bos"],
+        additional_special_tokens=[t for t in spec["tokens"] if t not in (spec["eos"], spec["pad"], spec["bos"])],
+    )
+    fast.chat_template = spec["template"]
+    return fast
+
+
+def build_tiny_model(
+    output_dir: str | Path,
+    arch: str = "qwen2",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    seed: int = 0,
+) -> Path:
+    """Writes a tiny random causal LM and its tokenizer to `output_dir`; returns the folder."""
+    if arch not in _SPECIALS:
+        raise ValueError(f"arch must be one of {sorted(_SPECIALS)}, got {arch!r}")
+    output_dir = Path(output_dir)
+    tokenizer = build_tokenizer(arch)
+    config_cls = Qwen2Config if arch == "qwen2" else LlamaConfig
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=4096,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir

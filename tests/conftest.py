@@ -1,0 +1,46 @@
+"""Shared test fixtures: tiny random models built locally, and one Ray instance per test session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny Qwen2-architecture model with a ChatML template (eos = pad = <|im_end|>)."""
+    from roll.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_qwen2") / "model", arch="qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A tiny Llama-architecture model with a Llama-3 style chat template."""
+    from roll.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_llama") / "model", arch="llama")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A real local Ray, started once for the whole test session with its own temp dir and no auth."""
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            _temp_dir=tempfile.mkdtemp(prefix="ray_", dir="/tmp"),
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_AUTH_MODE": "disabled"}},
+        )
+    yield ray
+    ray.shutdown()
