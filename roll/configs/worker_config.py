@@ -1,0 +1,105 @@
+"""The configuration of one worker role (actor_train, actor_infer, critic, reference).
+
+Field names follow ROLL's YAML, so a ROLL config's worker blocks load unchanged. Keys that ROLL uses
+but that have no effect in roll are listed in each class's `ROLL_KEYS_WITHOUT_EFFECT`: they load with
+one warning line instead of an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+TRAIN_STRATEGIES = ("hf_train", "fsdp2_train", "deepspeed_train", "megatron_train")
+INFER_STRATEGIES = ("hf_infer", "vllm", "sglang")
+
+
+@dataclass
+class ModelArgs:
+    model_name_or_path: str | None = None  # defaults to `pretrain` (critic: `reward_pretrain`)
+    dtype: str = "fp32"  # fp32 | bf16 | fp16
+    attn_implementation: str | None = None  # sdpa | eager | fa2 / flash_attention_2 (GPU only)
+    disable_gradient_checkpointing: bool = True
+    lora_rank: int | None = None
+    lora_alpha: int | None = None
+    lora_target: Any = None  # "all-linear", a comma-separated string or a list of module names
+    lora_dropout: float = 0.0
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "model_type": "roll reads the architecture from the model folder",
+        "flash_attn": "use attn_implementation",
+    }
+
+
+@dataclass
+class TrainingArgs:
+    learning_rate: float = 1.0e-6
+    weight_decay: float = 0.0
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    warmup_steps: int = 0
+    lr_scheduler_type: str = "constant"  # constant | linear | cosine (all with linear warmup)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1.0e-8
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "num_train_epochs": "ppo_epochs sets the passes over each batch",
+        "max_steps": "the top-level max_steps sets the run length",
+    }
+
+
+@dataclass
+class GeneratingArgs:
+    max_new_tokens: int = 128
+    temperature: float = 0.99
+    top_p: float = 0.99
+    top_k: int = 100
+    do_sample: bool = True  # False (or temperature 0) = greedy
+    num_beams: int = 1
+    num_return_sequences: int = 1
+    repetition_penalty: float = 1.0
+    stop_strings: list[str] | None = None
+
+
+@dataclass
+class StrategyArgs:
+    strategy_name: str = "hf_infer"
+    strategy_config: dict[str, Any] | None = None
+
+
+@dataclass
+class DataArgs:
+    template: str | None = None  # ROLL's template name; roll always uses the tokenizer's own chat template
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "file_name": "agentic prompts come from the environments",
+        "preprocessing_num_workers": "agentic prompts come from the environments",
+    }
+
+
+@dataclass
+class WorkerConfig:
+    model_args: ModelArgs = field(default_factory=ModelArgs)
+    training_args: TrainingArgs = field(default_factory=TrainingArgs)
+    generating_args: GeneratingArgs = field(default_factory=GeneratingArgs)
+    strategy_args: StrategyArgs = field(default_factory=StrategyArgs)
+    data_args: DataArgs = field(default_factory=DataArgs)
+    # GPU ids (or, with no accelerator, one CPU worker per entry); a list or a string like "list(range(0,8))".
+    device_mapping: list[int] | None = None
+    infer_batch_size: int = 16  # sequences per forward pass when scoring log-probs / values
+    use_dynamic_batching_in_train: bool = False
+    max_tokens_per_microbatch_in_train: int = 0
+    sequence_length_round_in_train: int = 64
+    use_dynamic_batching_in_infer: bool = False
+    max_tokens_per_microbatch_in_infer: int = 0
+    sequence_length_round_in_infer: int = 64
+    use_sequence_packing: bool = False
+    sequence_packing_args: dict[str, Any] | None = None
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "num_gpus_per_worker": "roll places one worker per device_mapping entry",
+        "offload_nccl": "no effect in roll",
+        "system_envs": "set system_envs at the top level",
+    }
+
+    @property
+    def num_workers(self) -> int:
+        """How many workers this role runs: one per device_mapping entry, or one when it is null."""
+        return len(self.device_mapping) if self.device_mapping else 1
