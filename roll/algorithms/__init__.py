@@ -1,0 +1,62 @@
+"""RL algorithms as pure functions: tensors and plain numbers in, tensors out (see docs/algorithms.md).
+
+No config objects, no Ray, no I/O: the pipeline reads the config and passes the few values each
+function needs, so every formula here can be tested against numbers worked out by hand.
+"""
+
+from roll.algorithms.advantages import ADV_ESTIMATORS, compute_advantages, compute_discounted_returns, compute_gae
+from roll.algorithms.kl import KL_KINDS, AdaptiveKLController, FixedKLController, kl_penalty
+from roll.algorithms.logprobs import (
+    entropy_for_input_ids,
+    entropy_from_logits,
+    logprobs_for_input_ids,
+    logprobs_from_logits,
+)
+from roll.algorithms.losses import (
+    LOSS_AGG_MODES,
+    agg_denominators,
+    agg_loss,
+    entropy_loss,
+    kl_loss,
+    ppo_policy_loss,
+    value_loss,
+)
+from roll.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
+from roll.algorithms.rewards import (
+    NORM_METHODS,
+    clip_rewards,
+    last_response_index,
+    normalize_rewards,
+    token_level_rewards,
+)
+
+__all__ = [
+    "ADV_ESTIMATORS",
+    "KL_KINDS",
+    "LOSS_AGG_MODES",
+    "NORM_METHODS",
+    "AdaptiveKLController",
+    "FixedKLController",
+    "agg_denominators",
+    "agg_loss",
+    "clip_rewards",
+    "compute_advantages",
+    "compute_discounted_returns",
+    "compute_gae",
+    "entropy_for_input_ids",
+    "entropy_from_logits",
+    "entropy_loss",
+    "kl_loss",
+    "kl_penalty",
+    "last_response_index",
+    "logprobs_for_input_ids",
+    "logprobs_from_logits",
+    "masked_mean",
+    "masked_sum",
+    "masked_var",
+    "masked_whiten",
+    "normalize_rewards",
+    "ppo_policy_loss",
+    "token_level_rewards",
+    "value_loss",
+]

@@ -1,0 +1,185 @@
+"""Loss aggregation and the actor / critic losses (SPEC §4 step 9).
+
+Gradient accumulation must not change the maths: a mini-batch split into micro-batches must give
+the gradient of one pass over the whole mini-batch. So every loss takes the denominators of its
+aggregation (`num_tokens`, `num_seqs`) from the caller, counted over the whole mini-batch
+(`agg_denominators(mini_batch_mask)`); each micro-batch's loss is then its share of the mini-batch
+loss and the shares sum to it. Left as None they are counted from the mask given (one pass).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from roll.algorithms.kl import kl_penalty
+from roll.algorithms.masked import masked_mean
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+# Same bound as the KL estimators: exp(±20) is finite in float32, so the ratio and its gradient are too.
+_LOG_RATIO_CLAMP = 20.0
+
+Count = int | float | Tensor | None
+
+
+def agg_denominators(mask: Tensor) -> tuple[int, int]:
+    """(num_tokens, num_seqs) of a mini-batch: masked tokens, and rows with at least one masked token."""
+    return int((mask != 0).sum()), int((mask != 0).any(dim=-1).sum())
+
+
+def _divide(total: Tensor, denominator: Count) -> Tensor:
+    d = torch.as_tensor(denominator, dtype=total.dtype, device=total.device)
+    # An empty mini-batch gives a zero loss that still has a graph (so backward() works everywhere).
+    return total / torch.where(d > 0, d, torch.ones_like(d))
+
+
+def agg_loss(
+    loss_mat: Tensor,
+    mask: Tensor,
+    mode: str = "seq-mean-token-mean",
+    num_tokens: Count = None,
+    num_seqs: Count = None,
+    norm_length: int | None = None,
+) -> Tensor:
+    """Reduce a `[B, L]` per-token loss to a scalar. With n_b = tokens of row b, S = Σ_b:
+
+    - `token-mean`:              Σ_b Σ_t ℓ_bt / num_tokens
+    - `seq-mean-token-sum`:      Σ_b (Σ_t ℓ_bt) / num_seqs
+    - `seq-mean-token-mean`:     Σ_b (Σ_t ℓ_bt / n_b) / num_seqs   (rows with n_b = 0 add 0)
+    - `seq-mean-token-sum-norm`: Σ_b (Σ_t ℓ_bt) / (num_seqs · norm_length)   (Dr. GRPO)
+
+    num_tokens / num_seqs default to this mask's counts (`agg_denominators`); a sequence is a row
+    with ≥ 1 masked token, so empty rows (padding) never dilute the mean. `norm_length` is a
+    constant length (pass `sequence_length`); it defaults to L, which changes with padding under
+    dynamic batching — pass it explicitly whenever micro-batches differ in width.
+    """
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+    selected = torch.where(mask != 0, loss_mat * mask.to(loss_mat.dtype), torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device))
+    if mode == "token-mean":
+        return _divide(selected.sum(), int((mask != 0).sum()) if num_tokens is None else num_tokens)
+    if num_seqs is None:
+        num_seqs = int((mask != 0).any(dim=-1).sum())
+    per_seq = selected.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        per_seq = _divide(per_seq, (mask != 0).sum(dim=-1))
+        return _divide(per_seq.sum(), num_seqs)
+    if mode == "seq-mean-token-sum":
+        return _divide(per_seq.sum(), num_seqs)
+    length = mask.shape[-1] if norm_length is None else norm_length
+    return _divide(per_seq.sum(), torch.as_tensor(num_seqs, dtype=loss_mat.dtype) * length)
+
+
+def ppo_policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | bool | None = None,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    num_tokens: Count = None,
+    num_seqs: Count = None,
+    norm_length: int | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """PPO clipped surrogate with asymmetric clip range and optional dual clip.
+
+    ρ = exp(logp − old), ℓ = max(−A ρ, −A clip(ρ, 1 − clip_low, 1 + clip_high)); with dual clip c,
+    ℓ = min(ℓ, −c A) where A < 0 (bounds the loss of a negative advantage under a huge ratio).
+    `dual_clip`: c itself, or True for SPEC's c = 1 + 2·clip_high, or None/False for off.
+    Metrics (floats, over this call's masked tokens): pg_clipfrac (tokens where the clipped branch
+    won), pg_clipfrac_dual, ppo_kl = approxkl (mean ½(logp − old)², as ROLL logs it), policykl (mean
+    old − logp, the k1 estimate of KL(old ‖ new)), ratio_mean / ratio_max / ratio_min.
+    """
+    if dual_clip is True:
+        dual_clip = 1.0 + 2.0 * clip_high
+    elif dual_clip is False:
+        dual_clip = None
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1 (it bounds −A·ratio for A < 0), got {dual_clip}")
+    advantages = advantages.detach()
+    log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss_mat = torch.maximum(unclipped, clipped)
+    dual_hit = torch.zeros_like(loss_mat, dtype=torch.bool)
+    if dual_clip is not None:
+        bound = -dual_clip * advantages
+        dual_hit = (advantages < 0) & (loss_mat > bound)
+        loss_mat = torch.where(dual_hit, bound, loss_mat)
+    loss = agg_loss(loss_mat, mask, loss_agg_mode, num_tokens, num_seqs, norm_length)
+
+    with torch.no_grad():
+        valid = mask != 0
+        ratios = ratio[valid]
+        metrics = {
+            "pg_clipfrac": float(masked_mean((clipped > unclipped).to(loss_mat.dtype), mask)),
+            "pg_clipfrac_dual": float(masked_mean(dual_hit.to(loss_mat.dtype), mask)),
+            "ppo_kl": float(masked_mean(0.5 * log_ratio.square(), mask)),
+            "policykl": float(masked_mean(-log_ratio, mask)),
+            "ratio_mean": float(ratios.mean()) if ratios.numel() else 1.0,
+            "ratio_max": float(ratios.max()) if ratios.numel() else 1.0,
+            "ratio_min": float(ratios.min()) if ratios.numel() else 1.0,
+        }
+        metrics["approxkl"] = metrics["ppo_kl"]
+    return loss, metrics
+
+
+def kl_loss(
+    logprobs: Tensor,
+    ref_logprobs: Tensor,
+    mask: Tensor,
+    kind: str = "k3",
+    loss_agg_mode: str = "seq-mean-token-mean",
+    num_tokens: Count = None,
+    num_seqs: Count = None,
+    norm_length: int | None = None,
+) -> Tensor:
+    """KL(policy ‖ ref) as a loss term (`use_kl_loss`), per-token estimator `kind`, aggregated like the PG loss."""
+    return agg_loss(kl_penalty(logprobs, ref_logprobs, kind), mask, loss_agg_mode, num_tokens, num_seqs, norm_length)
+
+
+def entropy_loss(
+    entropy: Tensor,
+    mask: Tensor,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    num_tokens: Count = None,
+    num_seqs: Count = None,
+    norm_length: int | None = None,
+) -> Tensor:
+    """Aggregated token entropy. It is a bonus: total = pg_loss − entropy_loss_coef · entropy_loss."""
+    return agg_loss(entropy, mask, loss_agg_mode, num_tokens, num_seqs, norm_length)
+
+
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    value_clip: float | None = None,
+    loss_agg_mode: str = "seq-mean-token-mean",
+    num_tokens: Count = None,
+    num_seqs: Count = None,
+    norm_length: int | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Critic loss ½ max((V − R)², (V_clip − R)²), V_clip = old + clip(V − old, ±value_clip).
+
+    Without `value_clip` it is ½ (V − R)². The pessimistic max (as in PPO2 / ROLL / veRL) stops the
+    critic from exploiting a big step that happens to land near the return. Metrics: vf_clipfrac
+    (tokens where the clipped term was larger), vpred_mean.
+    """
+    returns = returns.detach()
+    loss_mat = (values - returns).square()
+    clipfrac = 0.0
+    if value_clip is not None:
+        clipped_values = old_values + (values - old_values).clamp(-value_clip, value_clip)
+        clipped_loss = (clipped_values - returns).square()
+        with torch.no_grad():
+            clipfrac = float(masked_mean((clipped_loss > loss_mat).to(loss_mat.dtype), mask))
+        loss_mat = torch.maximum(loss_mat, clipped_loss)
+    loss = 0.5 * agg_loss(loss_mat, mask, loss_agg_mode, num_tokens, num_seqs, norm_length)
+    with torch.no_grad():
+        metrics = {"vf_clipfrac": clipfrac, "vpred_mean": float(masked_mean(values, mask))}
+    return loss, metrics

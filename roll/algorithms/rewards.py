@@ -1,0 +1,113 @@
+"""Response-level reward shaping (SPEC §4 step 6) and placing rewards on tokens (step 7).
+
+Scores are one number per trajectory (`[B]`). Normalisation compares each score with the others
+in its group (a GRPO group, a tag, the whole batch); clipping bounds the result.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+NORM_METHODS = ("identity", "mean", "mean_std")
+NORM_TYPES = ("batch", "group", None)
+
+
+def _group_index(groups: Sequence[Hashable], device: torch.device) -> tuple[Tensor, int]:
+    ids: dict[Hashable, int] = {}
+    index = [ids.setdefault(g, len(ids)) for g in groups]
+    return torch.tensor(index, dtype=torch.long, device=device), len(ids)
+
+
+def _group_stats(x: Tensor, index: Tensor, n_groups: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-sample group mean, unbiased group std and group size (float64)."""
+    count = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, torch.ones_like(x))
+    mean = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, x) / count
+    sq = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, (x - mean[index]) ** 2)
+    # A group of one has no unbiased std; NaN here is turned into the degenerate-group 0 below.
+    std = torch.where(count > 1, sq / (count - 1).clamp(min=1), torch.full_like(sq, float("nan"))).sqrt()
+    return mean[index], std[index], count[index]
+
+
+def normalize_rewards(
+    scores: Tensor,
+    groups: Sequence[Hashable],
+    method: str = "mean_std",
+    norm_mean_type: str | None = None,
+    norm_std_type: str | None = None,
+    eps: float = 1e-6,
+) -> Tensor:
+    """Normalise one score per trajectory within its group.
+
+    `groups[i]` is trajectory i's group key (its `traj_group_id`, its tag, or one constant for
+    `grouping: batch`). `method`: `identity` (unchanged), `mean` (x − group mean), `mean_std`
+    ((x − group mean) / (group std + eps), std unbiased). When `norm_mean_type` or `norm_std_type`
+    is set they replace `method`: each is `batch`, `group` or None (no shift / no scaling).
+    Degenerate rule (SPEC §4.6): wherever scaling by a std is asked for and that std is undefined
+    (one sample) or ≈ 0 (≤ eps), the normalised reward is 0 — identical rewards carry no signal.
+    """
+    if scores.dim() != 1 or len(groups) != scores.shape[0]:
+        raise ValueError(f"scores must be [B] with one group key each; got {tuple(scores.shape)} and {len(groups)} keys")
+    if method not in NORM_METHODS:
+        raise ValueError(f"reward_normalization.method must be one of {NORM_METHODS}, got {method!r}")
+    for name, value in (("norm_mean_type", norm_mean_type), ("norm_std_type", norm_std_type)):
+        if value not in NORM_TYPES:
+            raise ValueError(f"reward_normalization.{name} must be one of {NORM_TYPES}, got {value!r}")
+    if norm_mean_type is None and norm_std_type is None:
+        mean_type = None if method == "identity" else "group"
+        std_type = "group" if method == "mean_std" else None
+    else:
+        mean_type, std_type = norm_mean_type, norm_std_type
+    if scores.numel() == 0 or (mean_type is None and std_type is None):
+        return scores.clone()
+
+    x = scores.to(torch.float64)
+    index, n_groups = _group_index(groups, x.device)
+    group_mean, group_std, _ = _group_stats(x, index, n_groups)
+    batch_mean, batch_std, _ = _group_stats(x, torch.zeros_like(index), 1)
+    shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
+    if std_type is None:
+        return shifted.to(scores.dtype)
+    std = group_std if std_type == "group" else batch_std
+    degenerate = torch.isnan(std) | (std <= eps)
+    out = torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
+    return out.to(scores.dtype)
+
+
+def clip_rewards(rewards: Tensor, clip: float | None) -> tuple[Tensor, float]:
+    """Clamp rewards to [−clip, clip]; returns them and the fraction that was clipped (0 when clip is None)."""
+    if clip is None or rewards.numel() == 0:
+        return rewards, 0.0
+    fraction = float((rewards.abs() > clip).to(torch.float64).mean())
+    return rewards.clamp(-clip, clip), fraction
+
+
+def last_response_index(response_mask: Tensor) -> Tensor:
+    """Position of each row's last response token ([B], −1 for a row without one); any padding side."""
+    positions = torch.arange(response_mask.shape[-1], device=response_mask.device).expand_as(response_mask)
+    return torch.where(response_mask != 0, positions, torch.full_like(positions, -1)).max(dim=-1).values
+
+
+def token_level_rewards(
+    response_level_rewards: Tensor,
+    response_mask: Tensor,
+    kl: Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> Tensor:
+    """`[B, L]` rewards: each row's reward on its last response token, minus `kl_coef · kl` per response token.
+
+    "Last" means the highest position with response_mask = 1, so right- and left-padded rows and
+    multi-turn rows (several response segments) all get the episode score at the end of the final
+    response (SPEC §4 step 4). A row without response tokens gets no reward (nothing can be credited).
+    Non-response positions are always 0.
+    """
+    dtype = response_level_rewards.dtype if response_level_rewards.is_floating_point() else torch.float32
+    out = torch.zeros(response_mask.shape, dtype=dtype, device=response_mask.device)
+    last = last_response_index(response_mask)
+    rows = torch.nonzero(last >= 0).squeeze(-1)
+    out[rows, last[rows]] = response_level_rewards.to(dtype)[rows]
+    if kl is not None and kl_coef != 0.0:
+        out = out - kl_coef * torch.where(response_mask != 0, kl.to(dtype), torch.zeros((), dtype=dtype, device=out.device))
+    return out
