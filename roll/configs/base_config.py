@@ -1,0 +1,72 @@
+"""Run-level and algorithm settings shared by roll's pipelines (SPEC.md §2). Defaults follow ROLL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass
+class RewardNormalizationConfig:
+    grouping: str = "traj_group_id"  # batch | tags | traj_group_id | any per-trajectory key
+    method: str = "identity"  # identity | mean | mean_std
+    norm_mean_type: str | None = None  # batch | group | None: overrides `method` when set
+    norm_std_type: str | None = None
+
+
+@dataclass
+class BaseConfig:
+    exp_name: str = "roll_experiment"
+    seed: int = 42
+    logging_dir: str = "./output/logs"
+    output_dir: str = "./output"
+    system_envs: dict[str, str] = field(default_factory=dict)  # environment variables for every worker
+    track_with: str = "stdout"  # stdout | tensorboard | wandb, or several joined by commas
+    tracker_kwargs: dict[str, Any] = field(default_factory=dict)
+    checkpoint_config: dict[str, Any] = field(default_factory=dict)  # {type: file_system, output_dir: …}
+    pipeline_cls: str | None = None  # import path of the pipeline class; default AgenticPipeline
+
+    max_steps: int = 500
+    save_steps: int = 50
+    logging_steps: int = 1
+    eval_steps: int = 10
+    resume_from_checkpoint: bool | str = False  # false | true (latest under output_dir) | a checkpoint path
+
+    rollout_batch_size: int = 128  # trajectories per training step
+    val_batch_size: int | None = None  # trajectories per validation; default: all val envs once
+    sequence_length: int = 4096  # a trajectory's whole token sequence is cut off here
+    pretrain: str | None = None
+    reward_pretrain: str | None = None
+
+    ppo_epochs: int = 1
+    adv_estimator: str = "gae"  # gae | reinforce | grpo
+    gamma: float = 1.0
+    lambd: float = 0.95
+    init_kl_coef: float = 0.2
+    target_kl: float | None = None  # set to use the adaptive KL controller
+    kl_horizon: int = 10000
+    kl_penalty: str = "kl"  # kl | abs | mse | k3
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.0
+    add_token_level_kl: bool = False
+    pg_clip: float = 0.2
+    pg_clip_low: float | None = None
+    pg_clip_high: float | None = None
+    dual_clip_loss: bool = False
+    value_clip: float | None = 0.5
+    reward_clip: float | None = None
+    advantage_clip: float | None = None
+    whiten_advantages: bool = False
+    whiten_rewards: bool = False
+    entropy_loss_coef: float = 0.0
+    loss_agg_mode: str = "seq-mean-token-mean"
+    max_grad_norm: float = 1.0
+    critic_warmup: int = 0
+    reward_normalization: RewardNormalizationConfig = field(default_factory=RewardNormalizationConfig)
+
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "num_gpus_per_node": "roll asks Ray for the devices in each worker's device_mapping",
+        "render_save_dir": "roll saves the first trajectories of each step as text under logging_dir",
+        "profiler_output_dir": "no profiler integration yet",
+        "report_length_and_rewards": "roll always logs lengths and rewards",
+    }

@@ -1,0 +1,123 @@
+"""Load a YAML config through Hydra into a validated AgenticConfig.
+
+`load_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", ["seed=123"])` composes the
+YAML (its `defaults:` list and `${…}` interpolations included), applies command-line overrides, turns
+the result into dataclasses (unknown keys are errors with a suggestion) and validates it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from roll.configs.errors import ConfigError
+from roll.configs.from_dict import from_dict
+from roll.configs.device_mapping import parse_device_mapping
+
+logger = logging.getLogger("roll.config")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_INTERPOLATION_ROOT = re.compile(r"\$\{\s*([A-Za-z_][\w]*)")
+ROLES = ("actor_train", "actor_infer", "critic", "reference")
+
+
+def resolve_config_dir(config_path: str | Path) -> Path:
+    """The config folder: absolute, or relative to the current folder, the repo root or examples/."""
+    path = Path(config_path)
+    candidates = [path] if path.is_absolute() else [Path.cwd() / path, REPO_ROOT / path, REPO_ROOT / "examples" / path]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate.resolve()
+    tried = ", ".join(str(c) for c in candidates)
+    raise ConfigError(f"--config-path {config_path!r}: no such folder (looked in {tried}).")
+
+
+def compose_raw(config_dir: Path, config_name: str, overrides: Sequence[str] = ()) -> Any:
+    """Hydra-composed config (a DictConfig, interpolations not yet resolved)."""
+    config_name = config_name.removesuffix(".yaml")
+    if not (config_dir / f"{config_name}.yaml").is_file():
+        available = sorted(p.stem for p in config_dir.glob("*.yaml"))
+        raise ConfigError(f"--config-name {config_name!r}: no {config_name}.yaml in {config_dir} (found: {', '.join(available) or 'none'}).")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            base = compose(config_name=config_name)
+            # Hydra only overrides keys the YAML already has; a key that our schema knows but the YAML
+            # leaves out is added (`++`), so `critic_warmup=2` works whether or not the file sets it.
+            adjusted = [_force_add_if_missing(base, o) for o in overrides]
+            return compose(config_name=config_name, overrides=adjusted) if overrides else base
+    except OmegaConfBaseException as error:
+        raise ConfigError(f"{config_dir / config_name}.yaml: {error}") from error
+    except Exception as error:  # Hydra's own errors (bad override syntax, missing defaults file)
+        if type(error).__module__.startswith("hydra"):
+            raise ConfigError(f"{config_dir / config_name}.yaml: {error}") from error
+        raise
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _force_add_if_missing(base: Any, override: str) -> str:
+    if override[:1] in "+~" or "=" not in override:
+        return override
+    key = override.split("=", 1)[0]
+    return override if OmegaConf.select(base, key, default=_MISSING) is not _MISSING else "++" + override
+
+
+_MISSING = object()
+
+
+def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = ()):
+    """Compose, convert and validate; raises ConfigError (naming the file and key) on any problem."""
+    from roll.pipeline.agentic.agentic_config import AgenticConfig
+
+    config_dir = resolve_config_dir(config_path)
+    raw = compose_raw(config_dir, config_name, overrides)
+    source = f"{config_dir / config_name.removesuffix('.yaml')}.yaml"
+    try:
+        return config_from_dictconfig(raw, AgenticConfig)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+
+
+def config_from_dictconfig(raw: Any, config_cls: type):
+    """DictConfig → validated `config_cls`, with warnings for keys that have no effect in roll."""
+    from roll.configs.validation import validate
+
+    referenced = set(_INTERPOLATION_ROOT.findall(OmegaConf.to_yaml(raw)))
+    try:
+        data = OmegaConf.to_container(raw, resolve=True)
+    except OmegaConfBaseException as error:
+        raise ConfigError(f"cannot resolve an interpolation: {error}") from error
+    data.pop("hydra", None)
+    yaml_variables = getattr(config_cls, "ROLL_YAML_VARIABLES", frozenset()) | referenced
+    schema_keys = set(config_cls.__dataclass_fields__)
+    for key in [k for k in data if k not in schema_keys and k in yaml_variables]:
+        data.pop(key)
+    for role in ROLES:
+        block = data.get(role)
+        if isinstance(block, dict) and "device_mapping" in block:
+            try:
+                block["device_mapping"] = parse_device_mapping(block["device_mapping"], f"{role}.device_mapping")
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+    warnings: list[str] = []
+    config = from_dict(config_cls, data, "", warnings)
+    _log_once(warnings)
+    validate(config)
+    return config
+
+
+def _log_once(warnings: list[str]) -> None:
+    """One line per key that has no effect, however many blocks repeat it."""
+    seen = set()
+    for message in warnings:
+        key = re.sub(r"^.*?([\w]+) has no effect", r"\1", message)
+        if key not in seen:
+            seen.add(key)
+            logger.warning(message)

@@ -1,0 +1,178 @@
+"""Checks that need more than one field, and the defaults that depend on other fields.
+
+`validate(config)` runs at load time and only looks at the config itself. `check_runnable(config)`
+runs in the launcher before any worker starts: it asks whether this machine can run the strategies
+and find the models.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+from roll.configs.errors import ConfigError, did_you_mean
+from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
+
+if TYPE_CHECKING:
+    from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
+
+CHOICES = {
+    "adv_estimator": ("gae", "reinforce", "grpo"),
+    "kl_penalty": ("kl", "abs", "mse", "k3"),
+    "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
+    "reward_normalization.method": ("identity", "mean", "mean_std"),
+    "reward_normalization.norm_mean_type": (None, "batch", "group"),
+    "reward_normalization.norm_std_type": (None, "batch", "group"),
+}
+TRACKERS = ("stdout", "tensorboard", "wandb")
+LR_SCHEDULERS = ("constant", "linear", "cosine")
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def validate(config: "AgenticConfig") -> None:
+    """Raises ConfigError naming the first problem and its fix; fills derived defaults in place."""
+    _check_choices(config)
+    _check_ranges(config)
+    _check_custom_envs(config)
+    _fill_worker_defaults(config)
+    for name in ("train_env_manager", "val_env_manager"):
+        _check_env_manager(config, name, getattr(config, name))
+    batch_checks = (("rollout_batch_size", config.rollout_batch_size, config.train_env_manager),
+                    ("val_batch_size", config.val_batch_size, config.val_env_manager))
+    for key, size, manager in batch_checks:
+        if size is not None and size % manager.group_size:
+            env_manager = "train_env_manager" if key == "rollout_batch_size" else "val_env_manager"
+            lower = size - size % manager.group_size
+            raise ConfigError(
+                f"{key}={size} is not a multiple of {env_manager}.group_size={manager.group_size}: only whole "
+                f"groups enter a batch. Use {key}={lower or manager.group_size} or {lower + manager.group_size}, "
+                f"or change group_size."
+            )
+
+
+def _check_choices(config: "AgenticConfig") -> None:
+    for dotted, allowed in CHOICES.items():
+        value = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        if value not in allowed:
+            shown = [a for a in allowed if a is not None]
+            raise ConfigError(f"{dotted}: {value!r} is not one of {shown}.{did_you_mean(str(value), shown)}")
+    for tracker in _trackers(config.track_with):
+        if tracker not in TRACKERS:
+            raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {list(TRACKERS)} joined by commas.{did_you_mean(tracker, TRACKERS)}")
+    for role, worker in _workers(config):
+        strategy = worker.strategy_args.strategy_name
+        allowed = TRAIN_STRATEGIES if role in ("actor_train", "critic") else INFER_STRATEGIES
+        if role == "reference":
+            allowed = INFER_STRATEGIES + TRAIN_STRATEGIES
+        if strategy not in allowed:
+            raise ConfigError(
+                f"{role}.strategy_args.strategy_name: unknown strategy {strategy!r} for {role}; use one of "
+                f"{list(allowed)}.{did_you_mean(strategy, allowed)}"
+            )
+        if worker.model_args.dtype not in DTYPES:
+            raise ConfigError(f"{role}.model_args.dtype: {worker.model_args.dtype!r} is not one of {list(DTYPES)}.")
+        if worker.training_args.lr_scheduler_type not in LR_SCHEDULERS:
+            raise ConfigError(
+                f"{role}.training_args.lr_scheduler_type: {worker.training_args.lr_scheduler_type!r} is not one of "
+                f"{list(LR_SCHEDULERS)}.{did_you_mean(worker.training_args.lr_scheduler_type, LR_SCHEDULERS)}"
+            )
+
+
+def _trackers(track_with: str) -> list[str]:
+    return [t.strip() for t in track_with.split(",") if t.strip()]
+
+
+def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:
+    roles = ("actor_train", "actor_infer", "critic", "reference")
+    return [(role, getattr(config, role)) for role in roles if getattr(config, role) is not None]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _check_ranges(config: "AgenticConfig") -> None:
+    _require(config.max_steps >= 0, f"max_steps must be >= 0, got {config.max_steps}")
+    _require(config.save_steps >= 1, f"save_steps must be >= 1, got {config.save_steps}")
+    _require(config.logging_steps >= 1, f"logging_steps must be >= 1, got {config.logging_steps}")
+    _require(config.rollout_batch_size >= 1, f"rollout_batch_size must be >= 1, got {config.rollout_batch_size}")
+    _require(config.sequence_length >= 16, f"sequence_length must be >= 16 tokens, got {config.sequence_length}")
+    _require(config.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {config.ppo_epochs}")
+    _require(0.0 <= config.gamma <= 1.0, f"gamma must be in [0, 1], got {config.gamma}")
+    _require(0.0 <= config.lambd <= 1.0, f"lambd must be in [0, 1], got {config.lambd}")
+    _require(config.pg_clip > 0, f"pg_clip must be > 0, got {config.pg_clip}")
+    _require(config.max_grad_norm > 0, f"max_grad_norm must be > 0, got {config.max_grad_norm}")
+    _require(config.critic_warmup >= 0, f"critic_warmup must be >= 0, got {config.critic_warmup}")
+    for role, worker in _workers(config):
+        args = worker.training_args
+        _require(args.learning_rate > 0, f"{role}.training_args.learning_rate must be > 0, got {args.learning_rate}")
+        _require(args.per_device_train_batch_size >= 1, f"{role}.training_args.per_device_train_batch_size must be >= 1")
+        _require(args.gradient_accumulation_steps >= 1, f"{role}.training_args.gradient_accumulation_steps must be >= 1")
+        gen = worker.generating_args
+        _require(gen.max_new_tokens >= 1, f"{role}.generating_args.max_new_tokens must be >= 1, got {gen.max_new_tokens}")
+        _require(gen.temperature >= 0, f"{role}.generating_args.temperature must be >= 0, got {gen.temperature}")
+        _require(0 < gen.top_p <= 1, f"{role}.generating_args.top_p must be in (0, 1], got {gen.top_p}")
+
+
+def _check_custom_envs(config: "AgenticConfig") -> None:
+    from roll.agentic.env import get_env_config_cls, list_env_types
+
+    for tag, spec in config.custom_envs.items():
+        where = f"custom_envs.{tag}"
+        known = list_env_types()
+        if spec.env_type not in known:
+            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}.{did_you_mean(spec.env_type, known)}")
+        _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
+        _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
+        config_cls = get_env_config_cls(spec.env_type)
+        valid = set(getattr(config_cls, "__dataclass_fields__", {}))
+        for key in spec.env_config:
+            if key not in valid:
+                raise ConfigError(
+                    f"{where}.env_config.{key}: unknown key for env_type {spec.env_type!r} "
+                    f"({config_cls.__name__}).{did_you_mean(key, valid)} Valid keys: {', '.join(sorted(valid))}."
+                )
+
+
+def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:
+    _require(manager.group_size >= 1, f"{name}.group_size must be >= 1, got {manager.group_size}")
+    _require(manager.num_env_groups >= 1, f"{name}.num_env_groups must be >= 1, got {manager.num_env_groups}")
+    _require(len(manager.tags) >= 1, f"{name}.tags is empty: name at least one env from custom_envs ({', '.join(config.custom_envs) or 'none defined'}).")
+    for tag in manager.tags:
+        if tag not in config.custom_envs:
+            raise ConfigError(
+                f"{name}.tags: {tag!r} is not defined in custom_envs.{did_you_mean(tag, config.custom_envs)} "
+                f"Defined: {', '.join(config.custom_envs) or 'none'}."
+            )
+    if manager.num_groups_partition is None:
+        base, extra = divmod(manager.num_env_groups, len(manager.tags))
+        manager.num_groups_partition = [base + (1 if i < extra else 0) for i in range(len(manager.tags))]
+    partition = manager.num_groups_partition
+    if len(partition) != len(manager.tags):
+        raise ConfigError(f"{name}.num_groups_partition has {len(partition)} entries but tags has {len(manager.tags)}: give one group count per tag, in the order of tags.")
+    if sum(partition) != manager.num_env_groups or any(p < 0 for p in partition):
+        raise ConfigError(
+            f"{name}.num_groups_partition {partition} sums to {sum(partition)}, but num_env_groups is "
+            f"{manager.num_env_groups}: the groups per tag must add up to num_env_groups (or leave "
+            f"num_groups_partition out to split evenly)."
+        )
+    if manager.generating_args is None:
+        manager.generating_args = copy.deepcopy(config.actor_infer.generating_args)
+
+
+def _fill_worker_defaults(config: "AgenticConfig") -> None:
+    if config.uses_critic and config.critic is None:
+        config.critic = copy.deepcopy(config.actor_train)
+        config.critic.model_args.model_name_or_path = None
+    if config.uses_reference and config.reference is None:
+        config.reference = copy.deepcopy(config.actor_infer)
+        config.reference.strategy_args.strategy_name = "hf_infer"
+    for role, worker in _workers(config):
+        if worker.model_args.model_name_or_path is None:
+            default = (config.reward_pretrain or config.pretrain) if role == "critic" else config.pretrain
+            if default is None:
+                raise ConfigError(f"{role}.model_args.model_name_or_path is not set and neither is `pretrain`: set pretrain to a model folder, a hub id, or SmolLM2-135M-Instruct (the embedded CPU model).")
+            worker.model_args.model_name_or_path = default

@@ -1,0 +1,95 @@
+"""AgenticConfig: everything an agentic run needs, loaded from Hydra YAML (see roll/configs/loader.py).
+
+Build one with `roll.configs.load_config(config_path, config_name, overrides)`; it is validated once,
+at load time (roll/configs/validation.py), so a bad config fails before any worker starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from roll.configs.base_config import BaseConfig
+from roll.configs.worker_config import GeneratingArgs, WorkerConfig
+
+DEFAULT_ENV_MANAGER_CLS = "roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager"
+
+
+@dataclass
+class CustomEnvConfig:
+    """One entry of `custom_envs`: an environment type plus how the agent is prompted for it."""
+
+    env_type: str = "frozen_lake"  # a registered env name (roll.agentic.env.list_env_types())
+    max_steps: int = 10  # turns per episode; `max_actions_per_traj` / `max_steps_per_traj` are aliases
+    max_tokens_per_step: int = 128  # new tokens per turn
+    env_instruction: str | None = None  # overrides the env's own instruction
+    agent_system_template: str = "You're a helpful assistant. You are a good game player. You are aiming to get high reward in the game."
+    agent_template: str | None = None  # may use {turn_idx} {observation} {actions_left} {max_response_length}
+    env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of the env's config dataclass
+    env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
+    agent_runner_cls: str | None = None
+    max_env_step_concurrent: int | None = None
+    ALIASES: ClassVar[dict[str, str]] = {"max_actions_per_traj": "max_steps", "max_steps_per_traj": "max_steps"}
+    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
+        "use_thread_lock": "roll steps each env in its own episode loop",
+    }
+
+
+@dataclass
+class EnvManagerConfig:
+    """How many environments run, in which groups, and how their agent generates."""
+
+    num_env_groups: int = 1
+    group_size: int = 1  # envs in a group share one seed per episode: the GRPO group
+    tags: list[str] = field(default_factory=list)  # names from custom_envs
+    num_groups_partition: list[int] | None = None  # groups per tag; None = split evenly
+    max_env_num_per_worker: int = 0  # envs per EnvironmentWorker; 0 = all in one worker
+    format_penalty: float | None = None  # overrides each env's own format_penalty when set
+    generating_args: GeneratingArgs | None = None  # default: actor_infer.generating_args
+    max_traj_per_env: int = -1  # episodes an env may contribute to one batch; -1 = no limit
+    env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
+
+    @property
+    def env_count(self) -> int:
+        return self.num_env_groups * self.group_size
+
+
+@dataclass
+class SFTWarmupConfig:
+    """Optional supervised warm-up before RL: a few SFT steps on trajectories of an env's scripted policy."""
+
+    steps: int = 0  # 0 = no warm-up
+    policy: str = "random"  # random (teaches the format, not the task) | optimal
+    episodes_per_step: int = 8
+    learning_rate: float = 1.0e-4
+    tags: list[str] | None = None  # envs to draw episodes from; default: train_env_manager.tags
+
+
+@dataclass
+class AgenticConfig(BaseConfig):
+    custom_envs: dict[str, CustomEnvConfig] = field(default_factory=dict)
+    train_env_manager: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    val_env_manager: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    actor_train: WorkerConfig = field(default_factory=WorkerConfig)
+    actor_infer: WorkerConfig = field(default_factory=WorkerConfig)
+    critic: WorkerConfig | None = None  # needed by adv_estimator: gae; defaults to actor_train's settings
+    reference: WorkerConfig | None = None  # needed when a KL term is used; defaults to actor_infer's model
+    sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
+
+    # Top-level names that ROLL's envs files define only to be interpolated elsewhere
+    # (e.g. `max_steps: ${max_actions_per_traj}`); they are YAML variables, not settings.
+    ROLL_YAML_VARIABLES: ClassVar[frozenset[str]] = frozenset({
+        "custom_env", "max_actions_per_traj", "max_tokens_per_step", "action_pattern", "think_action_pattern",
+        "all_response_pattern", "sokoban_format_penalty", "frozen_format_penalty", "env_manager_cls",
+        "agent_runner_cls", "agent_system_template", "agent_template", "single_prompt_agent_system_template",
+        "single_prompt_agent_template",
+    })
+
+    @property
+    def uses_critic(self) -> bool:
+        return self.adv_estimator == "gae"
+
+    @property
+    def uses_reference(self) -> bool:
+        kl_in_reward = self.add_token_level_kl and (self.init_kl_coef > 0 or self.target_kl is not None)
+        return kl_in_reward or (self.use_kl_loss and self.kl_loss_coef > 0)
