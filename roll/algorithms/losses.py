@@ -55,7 +55,8 @@ def agg_loss(
     """
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
-    selected = torch.where(mask != 0, loss_mat * mask.to(loss_mat.dtype), torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device))
+    zero = torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device)
+    selected = torch.where(mask != 0, loss_mat, zero) * mask.to(loss_mat.dtype)
     if mode == "token-mean":
         return _divide(selected.sum(), int((mask != 0).sum()) if num_tokens is None else num_tokens)
     if num_seqs is None:

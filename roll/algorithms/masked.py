@@ -12,10 +12,9 @@ from torch import Tensor
 
 
 def _select(x: Tensor, mask: Tensor) -> Tensor:
-    # `where` rather than `x * mask` alone: a masked-out position may hold inf/NaN (e.g. a log-prob of
-    # padding) and inf * 0 would poison the sum; `where` also routes zero gradient to those positions.
-    mask = mask.to(x.dtype) if mask.dtype == torch.bool else mask
-    return torch.where(mask != 0, x * mask, torch.zeros((), dtype=x.dtype, device=x.device))
+    # `where` before any arithmetic: a masked-out position may hold inf/NaN (e.g. a log-prob of
+    # padding); inf * 0 would poison the sum, and any op applied to it first would poison the gradient.
+    return torch.where(mask != 0, x, torch.zeros((), dtype=x.dtype, device=x.device)) * mask.to(x.dtype)
 
 
 def _safe_count(count: Tensor) -> Tensor:
@@ -44,7 +43,7 @@ def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True, dim: int | None =
     dims = tuple(range(x.dim())) if dim is None else (dim,)
     count = m.sum(dims, keepdim=True)
     mean = _select(x, m).sum(dims, keepdim=True) / _safe_count(count)
-    sq = _select((x - mean) ** 2, m).sum(dims, keepdim=True)
+    sq = _select((_select(x, m != 0) - mean) ** 2, m).sum(dims, keepdim=True)
     denom = count - 1 if unbiased else count
     var = torch.where(denom > 0, sq / _safe_count(denom), torch.zeros_like(sq))
     return var.reshape(()) if dim is None else var.squeeze(dim)
