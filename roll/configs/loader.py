@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings as py_warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,6 +47,9 @@ def compose_raw(config_dir: Path, config_name: str, overrides: Sequence[str] = (
         raise ConfigError(f"--config-name {config_name!r}: no {config_name}.yaml in {config_dir} (found: {', '.join(available) or 'none'}).")
     GlobalHydra.instance().clear()
     try:
+        # ROLL's configs omit `_self_` from their defaults list; Hydra then applies the file last, which
+        # is what they mean, so its upgrade warning would only be noise.
+        py_warnings.filterwarnings("ignore", message=".*Defaults list is missing `_self_`", category=UserWarning)
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
             base = compose(config_name=config_name)
             # Hydra only overrides keys the YAML already has; a key that our schema knows but the YAML

@@ -1,0 +1,106 @@
+"""Every bad config fails at load time with a message that names the key and the fix."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from roll.configs import ConfigError, load_config
+from roll.configs.runtime_checks import check_runnable
+from tests.conftest import REPO_ROOT
+
+CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+
+
+def load_error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(*CPU, overrides=list(overrides))
+    return str(info.value)
+
+
+def test_misspelt_top_level_key_suggests_the_right_one():
+    message = load_error("sed=123")
+    assert "sed" in message and "Did you mean 'seed'" in message
+    assert "agent_val_frozen_lake.yaml" in message  # names the file
+
+
+def test_misspelt_nested_key_names_its_full_path():
+    message = load_error("actor_train.training_args.learning_rat=1e-5")
+    assert "actor_train.training_args.learning_rat" in message and "'learning_rate'" in message
+
+
+def test_misspelt_env_config_key_names_the_env_and_the_right_key():
+    message = load_error("custom_envs.FrozenLakeCPU.env_config.is_slipery=true")
+    assert "custom_envs.FrozenLakeCPU.env_config.is_slipery" in message
+    assert "'is_slippery'" in message and "frozen_lake" in message
+
+
+def test_batch_not_a_multiple_of_group_size_proposes_sizes():
+    message = load_error("rollout_batch_size=30")
+    assert "rollout_batch_size=30" in message and "group_size=8" in message
+    assert "rollout_batch_size=24" in message and "32" in message
+
+
+def test_missing_tag_names_the_defined_envs():
+    message = load_error("train_env_manager.tags=[FrozenLak]")
+    assert "'FrozenLak' is not defined in custom_envs" in message and "'FrozenLakeCPU'" in message
+
+
+def test_partition_that_does_not_sum():
+    message = load_error("train_env_manager.num_groups_partition=[3]")
+    assert "sums to 3" in message and "num_env_groups is 4" in message
+
+
+def test_partition_split_evenly_when_absent():
+    config = load_config(*CPU, overrides=["train_env_manager.num_env_groups=5",
+                                          "train_env_manager.tags=[FrozenLakeCPU,FrozenLakeCPU2]",
+                                          "+custom_envs.FrozenLakeCPU2=${custom_envs.FrozenLakeCPU}",
+                                          "rollout_batch_size=40"])
+    assert config.train_env_manager.num_groups_partition == [3, 2]
+
+
+def test_bad_device_mapping_string():
+    message = load_error("actor_train.device_mapping='list(range(0,8)'")
+    assert "actor_train.device_mapping" in message and "list(range(0,8))" in message
+
+
+def test_unknown_strategy_name_suggests_the_closest():
+    message = load_error("actor_train.strategy_args.strategy_name=hf_trian")
+    assert "actor_train.strategy_args.strategy_name" in message and "'hf_train'" in message
+
+
+def test_wrong_type_names_the_key():
+    message = load_error("rollout_batch_size=many")
+    assert "rollout_batch_size" in message and "integer" in message
+
+
+def test_pretrain_path_that_does_not_exist_fails_the_machine_check():
+    config = load_config(*CPU, overrides=["pretrain=/nonexistent/model"])
+    with pytest.raises(ConfigError) as info:
+        check_runnable(config)
+    assert "/nonexistent/model" in str(info.value) and "does not exist" in str(info.value)
+
+
+def test_guide_config_on_a_machine_without_gpu_explains_vllm_and_points_to_cpu_example():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    config = load_config("examples/qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake")
+    with pytest.raises(ConfigError) as info:
+        check_runnable(config)
+    message = str(info.value)
+    assert "vllm needs a CUDA GPU" in message and "smollm2-135M-agentic_cpu" in message
+
+
+def test_launcher_fails_fast_before_ray_starts():
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "examples/start_agentic_pipeline.py", "--config_path", CPU[0], "--config_name", CPU[1], "sed=123"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Did you mean 'seed'" in result.stderr
+    assert "Ray" not in result.stdout + result.stderr.replace("Did you mean", "")
+    assert time.monotonic() - start < 60
