@@ -1,0 +1,103 @@
+"""Metric trackers: a compact stdout line, a metrics.jsonl file, TensorBoard and wandb.
+
+`Tracker(track_with="stdout,tensorboard", ...)` fans each `log(metrics, step)` out to every backend
+named. metrics.jsonl under logging_dir always gets the full dict, one line per step, so a run (and a
+resumed run) can be read back without TensorBoard.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("roll.metrics")
+
+# The few numbers worth a glance on every step's stdout line, in this order (short label, metric key suffix).
+_HEADLINE = (
+    ("success", "/success"), ("valid", "/action_is_valid"), ("score", "critic/score/mean"),
+    ("pg_loss", "actor/pg_loss"), ("kl", "critic/kl"), ("entropy", "actor/entropy"),
+    ("rollout_s", "time/step_rollout"), ("train_s", "time/step_train"), ("tps", "system/tps"),
+)
+
+
+def headline(metrics: dict[str, float]) -> str:
+    parts = []
+    for label, key in _HEADLINE:
+        if key.startswith("/"):
+            values = [v for k, v in metrics.items() if k.startswith("env/") and k.endswith(key)]
+            if values:
+                parts.append(f"{label} {sum(values) / len(values):.3f}")
+        elif key in metrics:
+            parts.append(f"{label} {metrics[key]:.4g}")
+    val = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success")]
+    if val:
+        parts.append(f"val_success {sum(val) / len(val):.3f}")
+    return " | ".join(parts)
+
+
+class Tracker:
+    def __init__(self, track_with: str, tracker_kwargs: dict[str, Any], logging_dir: str, exp_name: str,
+                 config: dict[str, Any] | None = None, start_step: int = 0) -> None:
+        self.backends = [b.strip() for b in track_with.split(",") if b.strip()]
+        self.logging_dir = Path(logging_dir)
+        self.logging_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl_path = self.logging_dir / "metrics.jsonl"
+        _truncate_jsonl(self.jsonl_path, start_step)
+        self.writer = None
+        self.wandb_run = None
+        if "tensorboard" in self.backends:
+            from torch.utils.tensorboard import SummaryWriter
+
+            log_dir = tracker_kwargs.get("log_dir") or str(self.logging_dir / "tensorboard")
+            # purge_step drops events a crashed run wrote after its last checkpoint, so a resumed run's curves stay one line.
+            self.writer = SummaryWriter(log_dir=log_dir, purge_step=start_step or None)
+            self.tensorboard_dir = log_dir
+        if "wandb" in self.backends:
+            self.wandb_run = _init_wandb(tracker_kwargs, exp_name, config, self.logging_dir)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+        with self.jsonl_path.open("a") as f:
+            f.write(json.dumps({"step": step, **clean}) + "\n")
+        if "stdout" in self.backends:
+            logger.info("step %d | %s", step, headline(clean))
+        if self.writer is not None:
+            for key, value in clean.items():
+                self.writer.add_scalar(key, value, step)
+            self.writer.flush()
+        if self.wandb_run is not None:
+            self.wandb_run.log(clean, step=step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+
+
+def _truncate_jsonl(path: Path, start_step: int) -> None:
+    """On resume, keep only the lines of steps before `start_step` (a crash may have logged past the checkpoint)."""
+    if not path.exists():
+        return
+    if start_step == 0:
+        path.unlink()
+        return
+    kept = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) < start_step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+def _init_wandb(kwargs: dict[str, Any], exp_name: str, config: dict[str, Any] | None, logging_dir: Path):
+    try:
+        import wandb
+    except ImportError:
+        raise RuntimeError("track_with names wandb, which is not installed: pip install 'roll[wandb]' (or drop wandb from track_with)") from None
+    if kwargs.get("api_key"):
+        wandb.login(key=kwargs["api_key"])
+    return wandb.init(
+        project=kwargs.get("project", "roll"), name=kwargs.get("name", exp_name), notes=kwargs.get("notes"),
+        tags=kwargs.get("tags"), config=config, dir=str(logging_dir), mode=kwargs.get("mode"),
+        id=kwargs.get("id"), resume="allow",
+    )
