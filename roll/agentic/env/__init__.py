@@ -1,0 +1,39 @@
+"""Text environments for agentic RL: the contract, the registry and the bundled envs.
+
+Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``.
+"""
+
+from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
+from roll.agentic.env.registry import (
+    get_env_cls,
+    get_env_config_cls,
+    list_env_types,
+    make_env,
+    make_env_config,
+    register_env,
+)
+from roll.agentic.env.countdown.env import CountdownEnv
+from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
+from roll.agentic.env.guess_number.env import GuessNumberEnv
+from roll.agentic.env.sokoban.env import SokobanEnv
+
+register_env("frozen_lake", FrozenLakeEnv)
+register_env("sokoban", SokobanEnv)
+register_env("countdown", CountdownEnv)
+register_env("guess_number", GuessNumberEnv)
+
+__all__ = [
+    "BaseEnv",
+    "BaseEnvConfig",
+    "StepOutcome",
+    "CountdownEnv",
+    "FrozenLakeEnv",
+    "GuessNumberEnv",
+    "SokobanEnv",
+    "get_env_cls",
+    "get_env_config_cls",
+    "list_env_types",
+    "make_env",
+    "make_env_config",
+    "register_env",
+]

@@ -1,0 +1,1 @@
+"""FrozenLake: FrozenLakeEnv (env.py) and FrozenLakeEnvConfig (config.py)."""

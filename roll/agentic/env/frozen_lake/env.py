@@ -1,0 +1,151 @@
+"""FrozenLake as a text game: walk from S to G on a grid without stepping into a hole.
+
+Our own implementation (gymnasium is used only in a test that checks the dynamics agree).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Optional
+
+from roll.agentic.env.base import BaseEnv, StepOutcome
+from roll.agentic.env.frozen_lake.config import (
+    FROZEN,
+    GOAL,
+    HOLE,
+    PLAYER,
+    PLAYER_IN_HOLE,
+    PLAYER_ON_GOAL,
+    FrozenLakeEnvConfig,
+)
+
+# gymnasium's action numbering: 0 left, 1 down, 2 right, 3 up, as (d_row, d_col)
+MOVES = ((0, -1), (1, 0), (0, 1), (-1, 0))
+_MAX_MAP_DRAWS = 10_000
+
+
+def has_path(desc: list[str]) -> bool:
+    """Whether some G is reachable from S through non-hole cells."""
+    return shortest_path_moves(desc, _find(desc, "S")) is not None
+
+
+def shortest_path_moves(desc: list[str], start: tuple[int, int]) -> Optional[list[int]]:
+    """BFS over the map: the move indices of a shortest hole-free path from ``start`` to a goal."""
+    rows, cols = len(desc), len(desc[0])
+    parent: dict[tuple[int, int], Optional[tuple[tuple[int, int], int]]] = {start: None}
+    queue = deque([start])
+    while queue:
+        cell = queue.popleft()
+        if desc[cell[0]][cell[1]] == "G":
+            moves: list[int] = []
+            while parent[cell] is not None:
+                cell, move = parent[cell]
+                moves.append(move)
+            return moves[::-1]
+        for move, (dr, dc) in enumerate(MOVES):
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if 0 <= nxt[0] < rows and 0 <= nxt[1] < cols and nxt not in parent and desc[nxt[0]][nxt[1]] != "H":
+                parent[nxt] = (cell, move)
+                queue.append(nxt)
+    return None
+
+
+def generate_map(size: int, p: float, rng: random.Random) -> list[str]:
+    """A size x size map, S top-left and G bottom-right, each other tile frozen with probability p,
+    redrawn until G is reachable (so every map is solvable)."""
+    for _ in range(_MAX_MAP_DRAWS):
+        grid = [["F" if rng.random() < p else "H" for _ in range(size)] for _ in range(size)]
+        grid[0][0], grid[-1][-1] = "S", "G"
+        desc = ["".join(row) for row in grid]
+        if has_path(desc):
+            return desc
+    raise ValueError(f"no solvable {size}x{size} FrozenLake map in {_MAX_MAP_DRAWS} draws with p={p}; raise p")
+
+
+def _find(desc: list[str], letter: str) -> tuple[int, int]:
+    for r, row in enumerate(desc):
+        c = row.find(letter)
+        if c >= 0:
+            return r, c
+    raise ValueError(f"map has no {letter!r}")
+
+
+class FrozenLakeEnv(BaseEnv):
+    """Rewards: 1 on reaching the goal, 0 otherwise. The episode ends in a hole or on the goal."""
+
+    config_cls = FrozenLakeEnvConfig
+    config: FrozenLakeEnvConfig
+
+    def __init__(self, config: Optional[FrozenLakeEnvConfig] = None, **config_kwargs) -> None:
+        super().__init__(config, **config_kwargs)
+        self.desc: list[str] = []
+        self.player: tuple[int, int] = (0, 0)
+        self._rng = random.Random(0)
+        # sorted keys give ROLL's order (1 Left, 2 Down, 3 Right, 4 Up) -> gymnasium's 0..3
+        self._names = [self.config.action_lookup[k] for k in sorted(self.config.action_lookup)]
+
+    def _reset(self, rng: random.Random) -> None:
+        cfg = self.config
+        if cfg.desc is not None:
+            self.desc = list(cfg.desc)
+        elif cfg.map_seed is not None:
+            self.desc = generate_map(cfg.size, cfg.p, random.Random(cfg.map_seed))
+        else:
+            self.desc = generate_map(cfg.size, cfg.p, rng)
+        self.player = _find(self.desc, "S")
+        self._rng = rng  # the slips of this episode continue the seed's stream
+
+    def action_names(self) -> list[str]:
+        return list(self._names)
+
+    def _apply(self, action: str) -> StepOutcome:
+        move = self._names.index(action)
+        if self.config.is_slippery:
+            move = (move + self._rng.choice((-1, 0, 1))) % 4
+        dr, dc = MOVES[move]
+        rows, cols = len(self.desc), len(self.desc[0])
+        before = self.player
+        self.player = (min(max(before[0] + dr, 0), rows - 1), min(max(before[1] + dc, 0), cols - 1))
+        tile = self.desc[self.player[0]][self.player[1]]
+        return StepOutcome(
+            reward=1.0 if tile == "G" else 0.0,
+            terminated=tile in "GH",
+            effective=self.player != before,
+        )
+
+    def is_success(self) -> bool:
+        return bool(self.desc) and self.desc[self.player[0]][self.player[1]] == "G"
+
+    def render(self) -> str:
+        lookup = self.config.grid_lookup
+        code = {"S": FROZEN, "F": FROZEN, "H": HOLE, "G": GOAL}
+        lines = []
+        for r, row in enumerate(self.desc):
+            cells = []
+            for c, letter in enumerate(row):
+                if (r, c) == self.player:
+                    cells.append(lookup[{"H": PLAYER_IN_HOLE, "G": PLAYER_ON_GOAL}.get(letter, PLAYER)])
+                else:
+                    cells.append(lookup[code[letter]])
+            lines.append("".join(cells))
+        return "\n".join(lines)
+
+    def default_instruction(self) -> str:
+        text = (
+            "You are solving the FrozenLake puzzle. Move the player to the goal without falling into a hole. "
+            "Moving into the edge of the map leaves you where you are."
+        )
+        if self.config.is_slippery:
+            text += " The ice is slippery: you may slide to a side instead of the direction you chose."
+        return text
+
+    def instruction_extras(self) -> str:
+        legend = ", ".join(f"{symbol}: {meaning}" for symbol, meaning in self.config.grid_vocab.items())
+        actions = super().instruction_extras()
+        return f"Symbols: {legend}.\n{actions}" if legend else actions
+
+    def optimal_answer(self) -> Optional[str]:
+        """First move of a shortest hole-free path (optimal without slipping; a heuristic with it)."""
+        moves = shortest_path_moves(self.desc, self.player) if self.desc else None
+        return self._names[moves[0]] if moves else None

@@ -1,0 +1,1 @@
+"""Guess the number: a multi-turn dialogue env with higher/lower feedback."""

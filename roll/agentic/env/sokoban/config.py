@@ -1,0 +1,68 @@
+"""Sokoban settings: ``custom_envs.<Tag>.env_config`` keys for ``env_type: sokoban``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from roll.agentic.env.base import BaseEnvConfig, check_vocab, config_error, int_keyed_lookup, require_int
+
+# Cell codes used by grid_lookup (ROLL's and gym-sokoban's numbering).
+WALL, EMPTY, TARGET, BOX_ON_TARGET, BOX, PLAYER, PLAYER_ON_TARGET = range(7)
+
+
+@dataclass
+class SokobanEnvConfig(BaseEnvConfig):
+    """dim_room: (rows, cols) of the room, outer walls included; dim_x/dim_y, when both given,
+    override it as (dim_x, dim_y) like ROLL. num_boxes: boxes (and targets). search_depth: how many
+    reverse moves the generator plays from the solved position; the room is solvable in at most
+    min(search_depth, max_steps) moves. grid_lookup: cell code -> symbol (0 wall, 1 empty, 2 target,
+    3 box on target, 4 box, 5 player, 6 player on target). grid_vocab: symbol -> meaning, told to the
+    model. action_lookup: the four action names in the order up, down, left, right (by key)."""
+
+    max_steps: int = 100
+    dim_room: tuple[int, int] = (6, 6)
+    dim_x: Optional[int] = None
+    dim_y: Optional[int] = None
+    num_boxes: int = 1
+    search_depth: int = 300
+    grid_lookup: dict[int, str] = field(
+        default_factory=lambda: {0: "#", 1: "_", 2: "O", 3: "√", 4: "X", 5: "P", 6: "S"}
+    )
+    grid_vocab: dict[str, str] = field(
+        default_factory=lambda: {
+            "#": "wall",
+            "_": "empty",
+            "O": "target",
+            "√": "box on target",
+            "X": "box",
+            "P": "player",
+            "S": "player on target",
+        }
+    )
+    action_lookup: dict[int, str] = field(default_factory=lambda: {1: "Up", 2: "Down", 3: "Left", 4: "Right"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.dim_x is None) != (self.dim_y is None):
+            raise config_error("dim_x", "give both dim_x and dim_y, or neither (then dim_room is used)")
+        if self.dim_x is not None:
+            self.dim_room = (self.dim_x, self.dim_y)
+        if not isinstance(self.dim_room, (list, tuple)) or len(self.dim_room) != 2:
+            raise config_error("dim_room", f"expected [rows, cols], got {self.dim_room!r}")
+        for value in self.dim_room:
+            require_int(value, "dim_room", minimum=4)
+        self.dim_room = (int(self.dim_room[0]), int(self.dim_room[1]))
+        require_int(self.num_boxes, "num_boxes", minimum=1)
+        interior = (self.dim_room[0] - 2) * (self.dim_room[1] - 2)
+        if self.num_boxes + 2 > interior:
+            raise config_error("num_boxes", f"{self.num_boxes} boxes do not fit a {self.dim_room} room")
+        require_int(self.search_depth, "search_depth", minimum=1)
+        self.grid_lookup = int_keyed_lookup(self.grid_lookup, "grid_lookup", list(range(7)))
+        self.grid_vocab = check_vocab(self.grid_vocab, list(self.grid_lookup.values()), "grid_vocab")
+        if not isinstance(self.action_lookup, dict) or len(self.action_lookup) != 4:
+            raise config_error("action_lookup", f"needs 4 entries (up, down, left, right), got {self.action_lookup!r}")
+        names = int_keyed_lookup(self.action_lookup, "action_lookup")
+        if len({name.casefold() for name in names.values()}) != 4:
+            raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
+        self.action_lookup = names

@@ -1,0 +1,126 @@
+"""Sokoban as a text game: push every box onto a target."""
+
+from __future__ import annotations
+
+import random
+from typing import Optional
+
+from roll.agentic.env.base import BaseEnv, StepOutcome
+from roll.agentic.env.sokoban.config import (
+    BOX,
+    BOX_ON_TARGET,
+    EMPTY,
+    PLAYER,
+    PLAYER_ON_TARGET,
+    TARGET,
+    WALL,
+    SokobanEnvConfig,
+)
+from roll.agentic.env.sokoban.room import generate_room, push, solve
+
+STEP_REWARD = -0.1
+BOX_ON_REWARD = 1.0
+BOX_OFF_REWARD = -1.0
+SOLVED_REWARD = 10.0
+
+
+class SokobanEnv(BaseEnv):
+    """Rewards per legal move: -0.1, +1 for a box pushed onto a target, -1 for one pushed off, +10
+    when all boxes are on targets (which ends the episode). A move into a wall or an immovable box
+    is legal but ineffective (the -0.1 still applies, as in gym-sokoban)."""
+
+    config_cls = SokobanEnvConfig
+    config: SokobanEnvConfig
+    extra_metrics_agg_mode = {"boxes_on_target": "last"}
+
+    def __init__(self, config: Optional[SokobanEnvConfig] = None, **config_kwargs) -> None:
+        super().__init__(config, **config_kwargs)
+        self.rows, self.cols = self.config.dim_room
+        self.fixed: tuple[int, ...] = ()
+        self.targets: frozenset[int] = frozenset()
+        self.boxes: frozenset[int] = frozenset()
+        self.player = 0
+        self.optimal_moves = 0  # length of a shortest solution of the current room
+        self._names = [self.config.action_lookup[k] for k in sorted(self.config.action_lookup)]
+        self._plan: dict[tuple[int, frozenset[int]], int] = {}
+
+    def _reset(self, rng: random.Random) -> None:
+        depth = min(self.config.search_depth, self.config.max_steps)
+        room = generate_room(self.rows, self.cols, self.config.num_boxes, depth, rng)
+        self.fixed, self.targets = room.fixed, room.targets
+        self.boxes, self.player = room.boxes, room.player
+        self.optimal_moves = room.optimal_moves
+        self._plan = {}
+
+    def action_names(self) -> list[str]:
+        return list(self._names)
+
+    def _apply(self, action: str) -> StepOutcome:
+        moved = push(self.fixed, self.cols, self.player, self.boxes, self._names.index(action))
+        reward = STEP_REWARD
+        if moved is not None:
+            before = len(self.boxes & self.targets)
+            self.player, self.boxes, _ = moved
+            after = len(self.boxes & self.targets)
+            reward += BOX_ON_REWARD * max(after - before, 0) + BOX_OFF_REWARD * max(before - after, 0)
+        solved = self.is_success()
+        if solved:
+            reward += SOLVED_REWARD
+        return StepOutcome(
+            reward=reward,
+            terminated=solved,
+            effective=moved is not None,
+        )
+
+    def state_metrics(self) -> dict[str, float]:
+        return {"boxes_on_target": float(len(self.boxes & self.targets))}
+
+    def is_success(self) -> bool:
+        return bool(self.targets) and self.boxes == self.targets
+
+    def cell_codes(self) -> list[list[int]]:
+        """The grid as grid_lookup codes (0 wall ... 6 player on target)."""
+        grid = []
+        for r in range(self.rows):
+            row = []
+            for i in range(r * self.cols, (r + 1) * self.cols):
+                on_target = self.fixed[i] == TARGET
+                if i == self.player:
+                    row.append(PLAYER_ON_TARGET if on_target else PLAYER)
+                elif i in self.boxes:
+                    row.append(BOX_ON_TARGET if on_target else BOX)
+                else:
+                    row.append({WALL: WALL, EMPTY: EMPTY, TARGET: TARGET}[self.fixed[i]])
+            grid.append(row)
+        return grid
+
+    def render(self) -> str:
+        if not self.fixed:
+            return ""
+        lookup = self.config.grid_lookup
+        return "\n".join("".join(lookup[code] for code in row) for row in self.cell_codes())
+
+    def default_instruction(self) -> str:
+        return (
+            "You are solving the Sokoban puzzle. You are the player and must push every box onto a target. "
+            "You can push a box but not pull it, and you cannot push a box into a wall or another box."
+        )
+
+    def instruction_extras(self) -> str:
+        legend = ", ".join(f"{symbol}: {meaning}" for symbol, meaning in self.config.grid_vocab.items())
+        actions = super().instruction_extras()
+        return f"Symbols: {legend}.\n{actions}" if legend else actions
+
+    def optimal_answer(self) -> Optional[str]:
+        """Next move of a shortest solution (BFS; the plan is cached along its path)."""
+        state = (self.player, self.boxes)
+        if state not in self._plan:
+            moves = solve(self.fixed, self.cols, self.player, self.boxes)
+            if not moves:
+                return None
+            self._plan = {}
+            player, boxes = state
+            for direction in moves:
+                self._plan[(player, boxes)] = direction
+                player, boxes, _ = push(self.fixed, self.cols, player, boxes, direction)
+        return self._names[self._plan[state]]
