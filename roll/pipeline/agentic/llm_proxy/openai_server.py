@@ -1,0 +1,67 @@
+"""A small OpenAI-compatible HTTP server in front of a roll generation engine (anything with
+`generate(requests)`, e.g. HFInferStrategy or InferWorker). It serves /v1/completions (prompt as
+text or token ids; the reply carries `token_ids` and `logprobs.token_logprobs`) and
+/v1/chat/completions, so external tools can talk to a roll policy, and the OpenAI proxy has a real
+server to be tested against."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _request_from_body(body: dict, input_ids: list[int]) -> dict:
+    temperature = float(body.get("temperature", 1.0))
+    return {"input_ids": input_ids, "max_new_tokens": int(body.get("max_tokens", 16)),
+            "do_sample": temperature > 0, "temperature": temperature, "top_p": float(body.get("top_p", 1.0)),
+            "top_k": int(body.get("top_k", 0)), "stop_strings": body.get("stop"), "seed": body.get("seed")}
+
+
+def serve_openai(engine: Any, tokenizer: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """Starts the server in a daemon thread; `server.server_address` has the bound port; stop with
+    `server.shutdown()`."""
+    counter = itertools.count()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # keep test and rollout logs clean
+            pass
+
+        def _reply(self, code: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if self.path.rstrip("/").endswith("/chat/completions"):
+                    text = tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+                    ids = tokenizer.encode(text, add_special_tokens=False)
+                elif self.path.rstrip("/").endswith("/completions"):
+                    prompt = body["prompt"]
+                    ids = list(prompt) if isinstance(prompt, list) else tokenizer.encode(prompt, add_special_tokens=False)
+                else:
+                    return self._reply(404, {"error": {"message": f"unknown path {self.path}"}})
+                result = engine.generate([_request_from_body(body, ids)])[0]
+            except (KeyError, ValueError, TypeError) as exc:
+                return self._reply(400, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+            out = result["output_ids"]
+            text = tokenizer.decode(out[:-1] if result["finish_reason"] == "stop" else out, skip_special_tokens=False)
+            choice = {"index": 0, "finish_reason": result["finish_reason"], "token_ids": out,
+                      "logprobs": {"token_logprobs": result["logprobs"]}}
+            if "chat" in self.path:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            self._reply(200, {"id": f"roll-{next(counter)}", "object": "text_completion", "model": body.get("model"),
+                              "choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out)}})
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="openai-server", daemon=True).start()
+    return server

@@ -1,0 +1,27 @@
+"""The random proxy: answers with a random action, so an env loop can be debugged without a model."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+DEFAULT_ANSWERS = ("Left", "Down", "Right", "Up")
+
+
+class RandomProxy:
+    def __init__(self, tokenizer: Any, answers: list[str] | None = None, template: str = "<answer>{answer}</answer>",
+                 seed: int = 0) -> None:
+        self.tokenizer = tokenizer
+        self.answers = list(answers or DEFAULT_ANSWERS)
+        self.template = template
+        self.rng = random.Random(seed)
+
+    def generate(self, request: dict) -> dict:
+        text = self.template.format(answer=self.rng.choice(self.answers))
+        ids = self.tokenizer.encode(text, add_special_tokens=False)[: max(int(request.get("max_new_tokens", 64)) - 1, 0)]
+        ids.append(self.tokenizer.eos_token_id)
+        return {"request_id": request.get("request_id"), "output_ids": ids, "logprobs": [0.0] * len(ids),
+                "finish_reason": "stop", "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1}
+
+    def release(self, session_id: str) -> None:
+        pass

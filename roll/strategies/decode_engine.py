@@ -1,0 +1,301 @@
+"""Continuous-batching decode engine: many sessions, one model, exact token ids and log-probs.
+
+Requests (plain dicts, so they cross Ray cheaply) carry the whole prompt as token ids:
+    {"request_id": str, "session_id": str | None, "input_ids": list[int], "max_new_tokens": int,
+     "do_sample": bool, "temperature": float, "top_p": float, "top_k": int,
+     "stop_strings": list[str] | None, "seed": int | None}
+Results: {"request_id", "output_ids", "logprobs", "finish_reason": "stop" | "length" | "abort",
+          "prefilled_tokens", "cached_tokens", "weight_version"}.
+
+A session (one episode) keeps its slot of the KV cache between turns: when its next prompt extends
+what the slot holds, only the new tokens are prefilled. Every loop iteration admits waiting requests
+(their new tokens prefilled together, within a token budget), then runs one decode step for every
+running sequence, so a request that arrives mid-flight joins at the next step and never waits for
+a whole batch to finish. `logprobs` are the model's raw log-softmax at the chosen token (before
+temperature / top-k / top-p), which is what the trainer recomputes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from roll.strategies.kv_forward import LeanForward
+
+
+@dataclass
+class _Session:
+    slot: int
+    ids: list[int] = field(default_factory=list)  # tokens whose keys/values the slot holds
+    busy: bool = False
+
+
+@dataclass
+class _Sequence:
+    request: dict
+    session_id: str
+    prompt: list[int]
+    start: int  # first prompt position not in the cache
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    generator: torch.Generator | None = None
+
+
+def sample_tokens(logits: torch.Tensor, params: list[dict], generators: list[torch.Generator | None]):
+    """Chooses one token per row and returns (tokens [B], raw log-probs [B]). Rows with equal sampling
+    parameters are processed together (the common case is one group for the whole batch)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    tokens = torch.empty(logits.shape[0], dtype=torch.long)
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(params):
+        greedy = not p.get("do_sample", True) or p.get("temperature", 1.0) <= 0
+        key = ("greedy",) if greedy else (float(p.get("temperature", 1.0)), int(p.get("top_k") or 0), float(p.get("top_p", 1.0)))
+        groups.setdefault(key, []).append(i)
+    for key, rows in groups.items():
+        idx = torch.tensor(rows)
+        if key == ("greedy",):
+            tokens[idx] = logits[idx].argmax(dim=-1)
+            continue
+        temperature, top_k, top_p = key
+        scaled = logits[idx] / temperature
+        k = top_k if 0 < top_k < scaled.shape[-1] else scaled.shape[-1]
+        values, candidates = torch.topk(scaled, k, dim=-1)  # sorted, so top-p is a prefix
+        probs = torch.softmax(values, dim=-1)
+        if top_p < 1.0:
+            # keep the smallest prefix whose mass reaches top_p (always at least the best token)
+            drop = (probs.cumsum(-1) - probs) >= top_p
+            probs = probs.masked_fill(drop, 0.0)
+        for j, row in enumerate(rows):
+            choice = torch.multinomial(probs[j], 1, generator=generators[row])
+            tokens[row] = candidates[j, choice]
+    return tokens, logp.gather(1, tokens[:, None])[:, 0]
+
+
+class DecodeEngine:
+    """Serves generation requests from many threads; call `start()` for the background loop, or drive
+    it with `step()` from one thread."""
+
+    def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], decode_text: Callable[[list[int]], str],
+                 max_batch_size: int = 64, max_prefill_tokens: int = 4096, max_sessions: int = 64,
+                 seed: int = 0) -> None:
+        self.forward = LeanForward(model.eval())
+        self.eos = set(int(t) for t in eos_token_ids)
+        self.decode_text = decode_text
+        self.max_batch_size, self.max_prefill_tokens, self.max_sessions = max_batch_size, max_prefill_tokens, max_sessions
+        self.seed = seed
+        self.cache = self.forward.new_cache(slots=min(8, max_sessions))
+        self.sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+        self.free_slots = list(range(max_sessions))
+        self.waiting: list[_Sequence] = []
+        self.running: list[_Sequence] = []
+        self.lock = threading.Condition()
+        self.weight_version = 0
+        self.stats = {"prefill_tokens": 0, "cached_tokens": 0, "decode_tokens": 0, "prefill_s": 0.0, "decode_s": 0.0}
+        self._anon = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # ---- public API -------------------------------------------------------------------------------
+    def submit(self, requests: list[dict]) -> list[_Sequence]:
+        seqs = []
+        for req in requests:
+            ids = [int(t) for t in req["input_ids"]]
+            if not ids:
+                raise ValueError(f"request {req.get('request_id')!r} has an empty prompt")
+            sid = req.get("session_id") or f"__anon_{next(self._anon)}"
+            gen = None
+            if req.get("do_sample", True) and req.get("temperature", 1.0) > 0:
+                gen = torch.Generator().manual_seed(int(req["seed"]) if req.get("seed") is not None else self.seed + len(ids))
+            seqs.append(_Sequence(request=req, session_id=sid, prompt=ids, start=0, generator=gen))
+        with self.lock:
+            self.waiting.extend(seqs)
+            self.lock.notify_all()
+        return seqs
+
+    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+        """Blocks until every request is done. Thread-safe; concurrent callers share decode steps."""
+        seqs = self.submit(requests)
+        if self._thread is None:
+            while not all(s.done.is_set() for s in seqs):
+                self.step()
+        for s in seqs:
+            if not s.done.wait(timeout):
+                raise TimeoutError(f"generation of {s.request.get('request_id')!r} took over {timeout}s")
+        return [self._result(s) for s in seqs]
+
+    def release(self, session_ids: list[str]) -> None:
+        """Frees the slots of finished episodes (their keys/values are no longer needed)."""
+        with self.lock:
+            for sid in session_ids:
+                sess = self.sessions.get(sid)
+                if sess is not None and not sess.busy:
+                    del self.sessions[sid]
+                    self.free_slots.append(sess.slot)
+
+    def reset_cache(self, weight_version: int | None = None) -> None:
+        """Drops every idle session's cache (after a weight update the stored keys/values are stale)."""
+        with self.lock:
+            self.release([sid for sid, s in self.sessions.items() if not s.busy])
+            if weight_version is not None:
+                self.weight_version = weight_version
+
+    def start(self) -> "DecodeEngine":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="decode-engine", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.lock:
+            self._stopping = True
+            self.lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    # ---- the loop ---------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self.lock:
+                while not self._stopping and not self.waiting and not self.running:
+                    self.lock.wait()
+                if self._stopping:
+                    for s in self.waiting + self.running:
+                        self._finish(s, "abort")
+                    return
+            try:
+                self.step()
+            except Exception as exc:  # a failed step must not hang callers: fail what was in flight
+                with self.lock:
+                    for s in self.running + self.waiting:
+                        s.request = {**s.request, "error": f"{type(exc).__name__}: {exc}"}
+                        self._finish(s, "abort")
+                    self.running, self.waiting = [], []
+
+    def step(self) -> None:
+        """Admits waiting requests (prefill), then one decode step for all running sequences."""
+        with self.lock:
+            admitted = self._admit()
+        if admitted:
+            t0 = time.perf_counter()
+            chunks = [(self.sessions[s.session_id].slot, s.start, s.prompt[s.start :]) for s in admitted]
+            logits = self.forward.prefill(self.cache, chunks)
+            self.stats["prefill_s"] += time.perf_counter() - t0
+            self.stats["prefill_tokens"] += sum(len(c[2]) for c in chunks)
+            self._append(admitted, logits)
+        # every unfinished sequence feeds its newest token (newly admitted ones got theirs from prefill)
+        fed = [s for s in self.running if s.finish_reason is None]
+        if fed:
+            t0 = time.perf_counter()
+            slots = [self.sessions[s.session_id].slot for s in fed]
+            positions = [len(s.prompt) + len(s.output_ids) - 1 for s in fed]
+            logits = self.forward.decode(self.cache, slots, positions, [s.output_ids[-1] for s in fed])
+            self.stats["decode_s"] += time.perf_counter() - t0
+            self.stats["decode_tokens"] += len(fed)
+            self._append(fed, logits)
+        with self.lock:
+            for s in [s for s in self.running if s.finish_reason is not None]:
+                self._settle(s)
+            self.running = [s for s in self.running if s.finish_reason is None]
+
+    def _admit(self) -> list[_Sequence]:
+        admitted, budget, keep = [], self.max_prefill_tokens, []
+        for s in self.waiting:
+            room = len(self.running) + len(admitted) < self.max_batch_size
+            sess = self.sessions.get(s.session_id)
+            if not room or (sess is not None and sess.busy):
+                keep.append(s)
+                continue
+            if sess is None:
+                sess = self._new_session(s.session_id)
+                if sess is None:  # every slot is busy: wait for one to finish
+                    keep.append(s)
+                    continue
+            reuse = _common_prefix(sess.ids, s.prompt)
+            reuse = min(reuse, len(s.prompt) - 1)  # the last prompt token must run to give the first logits
+            new = len(s.prompt) - reuse
+            if admitted and new > budget:
+                keep.append(s)
+                continue
+            budget -= new
+            s.start = reuse
+            sess.busy, sess.ids = True, s.prompt[:reuse]
+            self.sessions.move_to_end(s.session_id)
+            self.cache.ensure(sess.slot + 1, len(s.prompt) + int(s.request.get("max_new_tokens", 128)) + 1)
+            self.stats["cached_tokens"] += reuse
+            admitted.append(s)
+        self.waiting = keep
+        self.running.extend(admitted)
+        return admitted
+
+    def _new_session(self, sid: str) -> _Session | None:
+        if not self.free_slots:
+            idle = next((k for k, v in self.sessions.items() if not v.busy), None)
+            if idle is None:
+                return None
+            self.free_slots.append(self.sessions.pop(idle).slot)
+        self.free_slots.sort()  # low slots first keeps the decode span [lo, hi) tight
+        sess = _Session(slot=self.free_slots.pop(0))
+        self.sessions[sid] = sess
+        return sess
+
+    def _append(self, seqs: list[_Sequence], logits: torch.Tensor) -> None:
+        params = [s.request for s in seqs]
+        tokens, logps = sample_tokens(logits, params, [s.generator for s in seqs])
+        for s, tok, lp in zip(seqs, tokens.tolist(), logps.tolist()):
+            s.output_ids.append(tok)
+            s.logprobs.append(lp)
+            stops = s.request.get("stop_strings")
+            if tok in self.eos:
+                s.finish_reason = "stop"
+            elif stops and any(stop in self.decode_text(s.output_ids) for stop in stops):
+                s.finish_reason = "stop"
+            elif len(s.output_ids) >= int(s.request.get("max_new_tokens", 128)):
+                s.finish_reason = "length"
+
+    def _settle(self, s: _Sequence) -> None:
+        """The slot now holds prompt + all outputs but the last (which was sampled, never fed)."""
+        sess = self.sessions[s.session_id]
+        sess.ids = s.prompt + s.output_ids[:-1]
+        sess.busy = False
+        if s.session_id.startswith("__anon_"):
+            self.release([s.session_id])
+        s.done.set()
+
+    def _finish(self, s: _Sequence, reason: str) -> None:
+        s.finish_reason = reason
+        sess = self.sessions.pop(s.session_id, None)
+        if sess is not None:
+            self.free_slots.append(sess.slot)  # its cache content is unknown now
+        s.done.set()
+
+    def _result(self, s: _Sequence) -> dict[str, Any]:
+        if s.finish_reason == "abort":
+            raise RuntimeError(f"generation of {s.request.get('request_id')!r} was aborted: {s.request.get('error', 'engine stopped')}")
+        return {
+            "request_id": s.request.get("request_id"),
+            "output_ids": s.output_ids,
+            "logprobs": s.logprobs,
+            "finish_reason": s.finish_reason,
+            "prefilled_tokens": len(s.prompt) - s.start,
+            "cached_tokens": s.start,
+            "weight_version": self.weight_version,
+        }
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

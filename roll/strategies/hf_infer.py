@@ -1,0 +1,88 @@
+"""`hf_infer`: generation with a transformers model on CPU or one GPU, through roll's decode engine.
+
+The strategy owns the model and the tokenizer and hands generation to `DecodeEngine` (continuous
+batching, per-episode KV cache kept between turns). It is a small adapter (DESIGN principle 5):
+`generate`, `forward_logprobs`, `load_state_dict`, `state_dict`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from roll.strategies.decode_engine import DecodeEngine
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
+    """Every id that ends a turn: the tokenizer's eos plus the generation config's (an int or a list)."""
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    if not ids:
+        raise ValueError("the model has no eos token (neither tokenizer.eos_token_id nor generation_config.eos_token_id)")
+    return sorted(ids)
+
+
+class HFInferStrategy:
+    """Loads `model_path` and serves `generate(requests)`; see roll/strategies/decode_engine.py for the
+    request and result dicts."""
+
+    def __init__(self, model_path: str | Path, dtype: str = "fp32", attn_implementation: str | None = None,
+                 device: str = "cpu", max_batch_size: int = 64, max_prefill_tokens: int = 4096,
+                 max_sessions: int = 64, seed: int = 0) -> None:
+        if dtype not in DTYPES:
+            raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        path = Path(model_path)
+        if not path.exists():
+            raise FileNotFoundError(f"hf_infer: model path {str(model_path)!r} does not exist")
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
+        if attn_implementation:
+            kwargs["attn_implementation"] = "flash_attention_2" if attn_implementation == "fa2" else attn_implementation
+        self.model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(device).eval()
+        self.model.requires_grad_(False)
+        self.engine = DecodeEngine(
+            self.model,
+            eos_token_ids(self.model, self.tokenizer),
+            decode_text=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False),
+            max_batch_size=max_batch_size,
+            max_prefill_tokens=max_prefill_tokens,
+            max_sessions=max_sessions,
+            seed=seed,
+        ).start()
+
+    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+        return self.engine.generate(requests, timeout=timeout)
+
+    def release(self, session_ids: list[str]) -> None:
+        self.engine.release(session_ids)
+
+    @torch.inference_mode()
+    def forward_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Token-aligned log-probs `[B, L]` (0 at t = 0) of right-padded sequences, by a plain forward."""
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+        return torch.nn.functional.pad(logp, (1, 0)) * attention_mask
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Copies new weights in place (the engine reads the model's own tensors) and drops stale KV."""
+        missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+        unexpected = [k for k in unexpected if not k.endswith("rotary_emb.inv_freq")]
+        if unexpected:
+            raise KeyError(f"update_weights: keys not in the inference model: {unexpected[:5]}")
+        self.engine.reset_cache(weight_version=version)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.model.state_dict()
+
+    def shutdown(self) -> None:
+        self.engine.stop()

@@ -1,0 +1,65 @@
+"""InferWorker: the actor_infer role. A plain class (the Cluster hosts it as a Ray actor) that wraps
+the `hf_infer` strategy.
+
+Env managers call `generate` from many threads at once; the engine batches their requests together.
+Host it with Ray option `max_concurrency` >= the number of env managers that talk to it
+(`InferWorker.RAY_ACTOR_OPTIONS`), or their calls queue one by one and batching is lost.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from roll.configs.worker_config import WorkerConfig
+from roll.strategies.hf_infer import HFInferStrategy
+
+
+class InferWorker:
+    RAY_ACTOR_OPTIONS = {"max_concurrency": 1024}
+
+    def __init__(self, worker_config: WorkerConfig, rank: int = 0, world_size: int = 1,
+                 model_path: str | Path | None = None, num_threads: int | None = None, seed: int = 0,
+                 max_sessions: int = 64, max_batch_size: int = 64) -> None:
+        name = worker_config.strategy_args.strategy_name
+        if name != "hf_infer":
+            raise ValueError(f"InferWorker runs strategy 'hf_infer' on this machine; got {name!r}")
+        path = model_path or worker_config.model_args.model_name_or_path
+        if not path:
+            raise ValueError("InferWorker needs model_args.model_name_or_path (or model_path)")
+        if num_threads:
+            torch.set_num_threads(num_threads)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.rank, self.world_size = rank, world_size
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+        self.strategy = HFInferStrategy(
+            path,
+            dtype=worker_config.model_args.dtype,
+            attn_implementation=worker_config.model_args.attn_implementation,
+            device=device,
+            max_batch_size=max_batch_size,
+            max_sessions=max_sessions,
+            seed=seed + rank,
+        )
+        self.version = 0
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        return self.strategy.generate(requests)
+
+    def release(self, session_ids: list[str]) -> None:
+        self.strategy.release(session_ids)
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        self.strategy.load_state_dict(state_dict, version)
+        self.version = version
+
+    def get_version(self) -> int:
+        return self.version
+
+    def get_stats(self) -> dict:
+        return dict(self.strategy.engine.stats)
+
+    def shutdown(self) -> None:
+        self.strategy.shutdown()

@@ -1,0 +1,22 @@
+"""Shared builders for the rollout tests (real tiny models, real envs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roll.configs.worker_config import GeneratingArgs, ModelArgs, WorkerConfig
+
+FROZEN_LAKE_SPEC = {
+    "env_type": "frozen_lake",
+    "max_steps": 5,
+    "max_tokens_per_step": 12,
+    "env_config": {"max_steps": 5, "is_slippery": False, "format_penalty": -0.01},
+}
+
+
+def infer_config(model_dir: Path) -> WorkerConfig:
+    return WorkerConfig(model_args=ModelArgs(model_name_or_path=str(model_dir)))
+
+
+def greedy(max_new_tokens: int = 12) -> GeneratingArgs:
+    return GeneratingArgs(max_new_tokens=max_new_tokens, do_sample=False, temperature=0.0)

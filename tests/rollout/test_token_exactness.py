@@ -1,0 +1,57 @@
+"""The token test: a 5-turn episode's ids are exactly the conversation, and the log-probs recorded at
+generation equal a fresh forward pass over the final sequence (greedy, tiny models, two templates)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
+from roll.pipeline.agentic.llm_proxy import PolicyProxy
+from roll.workers.infer_worker import InferWorker
+
+from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, infer_config
+
+
+@pytest.mark.parametrize("model_fixture", ["tiny_model_dir", "tiny_llama_dir"])
+def test_five_turn_episode_ids_and_logprobs_are_exact(model_fixture, request):
+    model_dir = request.getfixturevalue(model_fixture)
+    worker = InferWorker(infer_config(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
+                                 sequence_length=4096, generating_args=greedy(12))
+        traj = manager.run_episode(seed=3)
+        # a second episode on the same manager reuses nothing stale and is also exact
+        traj2 = manager.run_episode(seed=4, episode_key="1")
+    finally:
+        worker.shutdown()
+    # the random tiny model never produces a valid answer: each turn is penalised, the episode runs on
+    assert traj["env_metrics"]["num_actions"] == 5
+    assert traj["step_rewards"] == [-0.01] * 5
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    for t in (traj, traj2):
+        ids = torch.tensor([t["input_ids"]])
+        mask = torch.tensor(t["response_mask"], dtype=torch.bool)
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+        fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+        recorded = torch.tensor(t["infer_logprobs"])
+        assert mask.sum() >= 5  # five responses of at least one token each
+        assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
+        assert (recorded[~mask] == 0).all()
+
+        # decoding the ids gives exactly the conversation (template text) the env and model saw
+        text = tokenizer.decode(t["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        rendered = tokenizer.apply_chat_template(t["messages"], tokenize=False)
+        # all that is owed is the template's closing of the last turn (minus the eos, when it was generated)
+        closing = tokenizer.apply_chat_template([{"role": "assistant", "content": "@@"}], tokenize=False).split("@@", 1)[1]
+        assert rendered.startswith(text)
+        assert rendered[len(text):] in {closing, closing.removeprefix(tokenizer.eos_token)}
+        assert [m["content"] for m in t["messages"] if m["role"] == "assistant"] == t["actions"]
+        # every response segment is generated text that ends at eos or at the per-turn cap
+        segments = torch.nonzero(torch.diff(torch.cat([torch.tensor([0]), mask.int(), torch.tensor([0])]))).view(-1, 2)
+        assert len(segments) == 5
+        assert all(end - start <= 12 for start, end in segments.tolist())
