@@ -92,6 +92,7 @@ def compute_advantages(
     values: Tensor | None = None,
     whiten: bool = False,
     clip: float | None = None,
+    whiten_rewards: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Advantages and returns for `adv_estimator` ∈ {gae, reinforce, grpo}.
 
@@ -100,6 +101,8 @@ def compute_advantages(
     optional whitening over all response tokens of the batch (unbiased var, ε = 1e-8; skipped for
     ≤ 1 token), masking to response tokens, clamping to ±`clip`. Returns are never whitened or clipped.
     """
+    if whiten_rewards:
+        token_rewards = masked_whiten(token_rewards, response_mask, shift_mean=False)
     if estimator == "gae":
         if values is None:
             raise ValueError("adv_estimator 'gae' needs critic values; pass values=")

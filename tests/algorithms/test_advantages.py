@@ -136,3 +136,14 @@ def test_compute_advantages_gae_and_errors():
         compute_advantages("gae", rewards, mask, 1.0, 1.0)
     with pytest.raises(ValueError, match="adv_estimator"):
         compute_advantages("vtrace", rewards, mask, 1.0, 1.0)
+
+
+def test_whiten_rewards_rescales_before_the_estimator():
+    mask = torch.tensor([[1, 1, 1, 0]])
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 50.0]], dtype=torch.float64)
+    _, ret = compute_advantages("reinforce", rewards, mask, 1.0, 1.0, whiten_rewards=True)
+    # mean 2, unbiased std 1: (r − 2)/1 + 2 keeps the values here, so returns are 6, 5, 3
+    assert ret.tolist()[0] == pytest.approx([6.0, 5.0, 3.0, 0.0])
+    _, ret = compute_advantages("reinforce", rewards * 4, mask, 1.0, 1.0, whiten_rewards=True)
+    # ×4: std 4, mean 8 → (4r − 8)/4 + 8 = r + 6 → 7, 8, 9 → returns 24, 17, 9
+    assert ret.tolist()[0] == pytest.approx([24.0, 17.0, 9.0, 0.0])
