@@ -1,0 +1,177 @@
+"""AgenticPipeline: the training loop. `run()` reads top to bottom like SPEC.md §4's step list.
+
+The driver holds the algorithm; workers (Ray actors in Clusters) only compute: generate, score
+log-probs and values, train on a batch, save and load.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+
+import torch
+
+from roll.data.batch import Batch
+from roll.pipeline.agentic import checkpoints
+from roll.pipeline.agentic.advantage_step import compute_advantage_step
+from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.pipeline_parts import (
+    build_clusters,
+    build_kl_controller,
+    build_rollout,
+    loss_config,
+    save_trajectories,
+    summary_table,
+    val_metrics,
+)
+from roll.utils.tracking import Tracker
+
+logger = logging.getLogger("roll.pipeline")
+
+
+class AgenticPipeline:
+    def __init__(self, config: AgenticConfig) -> None:
+        self.config = config
+        torch.manual_seed(config.seed)
+        self.checkpoint_root = checkpoints.checkpoint_root(config.output_dir, config.checkpoint_config)
+        self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
+        self.step = 0  # steps completed; logs number steps from 1
+        self.kl_ctrl = build_kl_controller(config)
+        self.actor_train, self.actor_infer, self.reference, self.critic = build_clusters(config)
+        self.train_rollout = build_rollout(config, self.actor_infer, mode="train")
+        self.val_rollout = build_rollout(config, self.actor_infer, mode="val") if config.eval_steps > 0 else None
+        self.val_history: list[tuple[int, dict[str, float]]] = []
+        if self.resume_from is not None:
+            self.load_checkpoint(self.resume_from)
+        self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
+                               config=asdict(config), start_step=self.step + 1)
+
+    def run(self) -> dict[str, float]:
+        config = self.config
+        if self.step == 0 and config.sft_warmup.steps > 0:
+            self.sft_warmup()
+        for step in range(self.step + 1, config.max_steps + 1):
+            metrics: dict[str, float] = {}
+            with self.timer(metrics, "time/step_total"):
+                with self.timer(metrics, "time/step_model_update"):
+                    self.sync_weights(version=step)
+                if self.val_rollout is not None and (step - 1) % config.eval_steps == 0:
+                    with self.timer(metrics, "time/step_val"):
+                        metrics.update(self.validate(step))
+                with self.timer(metrics, "time/step_rollout"):
+                    batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
+                metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
+                with self.timer(metrics, "time/step_logprobs"):
+                    self.score(batch)
+                metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
+                with self.timer(metrics, "time/step_train"):
+                    metrics.update(self.train(batch, step))
+                self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
+            tokens = int(batch["attention_mask"].sum())
+            metrics["system/tps"] = tokens / max(metrics["time/step_total"], 1e-9)
+            metrics["system/samples"] = float(len(batch))
+            self.step = step
+            self.tracker.log(metrics, step)
+            save_trajectories(batch, self.config.logging_dir, step)
+            if step % config.save_steps == 0 or step == config.max_steps:
+                self.save_checkpoint()
+        return self.finish()
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def sync_weights(self, version: int) -> None:
+        """SPEC §4.1: actor_infer generates with actor_train's current weights."""
+        state_dict = self.actor_train.execute_rank0("get_state_dict")
+        self.actor_infer.execute_all("update_weights", state_dict, version)
+
+    def validate(self, step: int) -> dict[str, float]:
+        """SPEC §4.2: a validation rollout on fixed seeds, so its numbers compare across steps."""
+        size = self.config.val_batch_size or self.config.val_env_manager.env_count
+        batch = self.val_rollout.get_batch(size, step)
+        metrics = val_metrics(batch)
+        self.val_history.append((step, metrics))
+        return metrics
+
+    def score(self, batch: Batch) -> None:
+        """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values."""
+        inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
+        batch.tensors["old_logprobs"] = self.actor_train.dispatch_batch("compute_log_probs", inputs)["logprobs"]
+        if self.reference is not None:
+            batch.tensors["ref_logprobs"] = self.reference.dispatch_batch("compute_log_probs", inputs)["logprobs"]
+        if self.critic is not None:
+            batch.tensors["values"] = self.critic.dispatch_batch("compute_values", inputs)["values"]
+
+    def train(self, batch: Batch, step: int) -> dict[str, float]:
+        """SPEC §4.9: critic update, then the actor once past critic_warmup."""
+        metrics: dict[str, float] = {}
+        keys = [k for k in ("input_ids", "attention_mask", "position_ids", "response_mask", "old_logprobs",
+                            "ref_logprobs", "advantages", "returns", "values") if k in batch.tensors]
+        train_batch = batch.select(keys)
+        if self.critic is not None:
+            metrics.update(_mean_metrics(self.critic.dispatch_batch("train_step", train_batch, loss_config(self.config, self.config.critic))))
+        if step > self.config.critic_warmup:
+            metrics.update(_mean_metrics(self.actor_train.dispatch_batch("train_step", train_batch, loss_config(self.config, self.config.actor_train))))
+        return metrics
+
+    def sft_warmup(self) -> None:
+        from roll.pipeline.agentic.sft_warmup import run_sft_warmup
+
+        run_sft_warmup(self.config, self.actor_train, self.tracker)
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> None:
+        staging = checkpoints.staging_dir(self.checkpoint_root, self.step)
+        self.actor_train.execute_all("save_checkpoint", str(staging / "actor_train"))
+        if self.critic is not None:
+            self.critic.execute_all("save_checkpoint", str(staging / "critic"))
+        state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history,
+                 "train_rollout": self.train_rollout.get_state()}
+        path = checkpoints.commit(staging, state)
+        logger.info("saved checkpoint %s", path)
+
+    def load_checkpoint(self, path) -> None:
+        state = checkpoints.load_state(path)
+        self.actor_train.execute_all("load_checkpoint", str(path / "actor_train"))
+        if self.critic is not None:
+            self.critic.execute_all("load_checkpoint", str(path / "critic"))
+        self.step, self.kl_ctrl.value = state["step"], state["kl_coef"]
+        self.val_history = state["val_history"]
+        self.train_rollout.set_state(state["train_rollout"])
+        logger.info("resumed from %s: continuing at step %d", path, self.step + 1)
+
+    def finish(self) -> dict[str, float]:
+        """A last validation with the final weights, a summary, and everything shut down."""
+        final: dict[str, float] = {}
+        if self.val_rollout is not None and self.config.max_steps > 0:
+            self.sync_weights(version=self.config.max_steps + 1)
+            final = self.validate(self.config.max_steps + 1)
+            self.tracker.log(final, self.config.max_steps + 1)
+        logger.info("\n%s", summary_table(self.val_history, self.config, self.checkpoint_root))
+        self.shutdown()
+        return final
+
+    def shutdown(self) -> None:
+        self.tracker.close()
+        for rollout in (self.train_rollout, self.val_rollout):
+            if rollout is not None:
+                rollout.shutdown()
+        for cluster in (self.actor_train, self.actor_infer, self.reference, self.critic):
+            if cluster is not None:
+                cluster.shutdown()
+
+    @contextmanager
+    def timer(self, metrics: dict[str, float], key: str):
+        start = time.perf_counter()
+        yield
+        metrics[key] = time.perf_counter() - start
+
+
+def _mean_metrics(per_rank: list[dict[str, float]] | dict[str, float]) -> dict[str, float]:
+    if isinstance(per_rank, dict):
+        return per_rank
+    keys = {k for m in per_rank for k in m}
+    return {k: sum(m[k] for m in per_rank if k in m) / sum(1 for m in per_rank if k in m) for k in keys}
+

@@ -1,0 +1,77 @@
+"""Where a run's checkpoints live, how one is written atomically, and which one a resume starts from.
+
+Layout: `<root>/checkpoint-<step>/` holding `pipeline_state.pt` (step, KL coefficient, driver RNG,
+rollout state) and one folder per trained role (`actor_train/`, `critic/`) written by the workers.
+A checkpoint is first written as `checkpoint-<step>.tmp` and renamed when complete, so a run killed
+mid-save never leaves a checkpoint that looks whole.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+STATE_FILE = "pipeline_state.pt"
+
+
+def checkpoint_root(output_dir: str, checkpoint_config: dict[str, Any]) -> Path:
+    return Path(checkpoint_config.get("output_dir") or Path(output_dir) / "checkpoints")
+
+
+def latest_checkpoint(root: Path) -> Path | None:
+    if not root.is_dir():
+        return None
+    complete = [(int(m.group(1)), p) for p in root.iterdir() if (m := _NAME.match(p.name)) and (p / STATE_FILE).is_file()]
+    return max(complete)[1] if complete else None
+
+
+def resolve_resume(resume_from_checkpoint: bool | str, root: Path) -> Path | None:
+    """None for a fresh run; the checkpoint folder to continue from otherwise."""
+    if resume_from_checkpoint is False or resume_from_checkpoint in ("", "false", "False"):
+        return None
+    if resume_from_checkpoint is True or resume_from_checkpoint in ("true", "True", "latest"):
+        return latest_checkpoint(root)  # nothing saved yet: start fresh, so `true` is safe on a first launch
+    path = Path(resume_from_checkpoint)
+    if not (path / STATE_FILE).is_file():
+        raise FileNotFoundError(f"resume_from_checkpoint: {path} is not a complete roll checkpoint (no {STATE_FILE}); "
+                                f"use true for the latest under {root}")
+    return path
+
+
+def staging_dir(root: Path, step: int) -> Path:
+    path = root / f"checkpoint-{step}.tmp"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def commit(staging: Path, state: dict[str, Any]) -> Path:
+    """Writes the pipeline state last, then renames the folder into place."""
+    torch.save({**state, "rng": driver_rng_state()}, staging / STATE_FILE)
+    final = staging.with_name(staging.name.removesuffix(".tmp"))
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    return final
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    state = torch.load(path / STATE_FILE, weights_only=False)
+    set_driver_rng_state(state.pop("rng"))
+    return state
+
+
+def driver_rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_driver_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])

@@ -1,0 +1,133 @@
+"""Builders and small helpers of AgenticPipeline: config in, plain objects out (torchtune style)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roll.algorithms import AdaptiveKLController, FixedKLController
+from roll.configs.worker_config import WorkerConfig
+from roll.data.batch import Batch
+from roll.distributed.cluster import Cluster
+from roll.workers.actor_worker import ActorWorker
+from roll.workers.base_worker import LossConfig
+from roll.workers.critic_worker import CriticWorker
+from roll.workers.infer_worker import InferWorker
+
+if TYPE_CHECKING:
+    from roll.pipeline.agentic.agentic_config import AgenticConfig
+
+TRAJECTORIES_SAVED_PER_STEP = 4
+
+
+def build_kl_controller(config: "AgenticConfig"):
+    if config.target_kl is not None:
+        return AdaptiveKLController(config.init_kl_coef, config.target_kl, config.kl_horizon)
+    return FixedKLController(config.init_kl_coef)
+
+
+def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
+    """Optimizer steps the whole run takes on one rank: the lr schedule's length."""
+    per_rank = math.ceil(config.rollout_batch_size / worker.num_workers)
+    mini = worker.training_args.per_device_train_batch_size * worker.training_args.gradient_accumulation_steps
+    return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / mini))
+
+
+def forward_only(worker: WorkerConfig) -> WorkerConfig:
+    """The reference only scores log-probs: it runs the training worker's forward pass, never its optimizer."""
+    worker = copy.deepcopy(worker)
+    if worker.strategy_args.strategy_name in ("hf_infer", "vllm", "sglang"):
+        worker.strategy_args.strategy_name = "hf_train"
+    return worker
+
+
+def build_clusters(config: "AgenticConfig"):
+    """actor_train, actor_infer, reference (or None), critic (or None), each a Cluster of Ray workers."""
+    actor_train = Cluster("actor_train", ActorWorker, config.actor_train, seed=config.seed,
+                          num_training_steps=optimizer_steps(config, config.actor_train))
+    actor_infer = Cluster("actor_infer", InferWorker, config.actor_infer, seed=config.seed)
+    reference = None
+    if config.uses_reference:
+        reference = Cluster("reference", ActorWorker, forward_only(config.reference), seed=config.seed)
+    critic = None
+    if config.uses_critic:
+        critic = Cluster("critic", CriticWorker, config.critic, seed=config.seed,
+                         num_training_steps=optimizer_steps(config, config.critic))
+    return actor_train, actor_infer, reference, critic
+
+
+def build_rollout(config: "AgenticConfig", actor_infer: Cluster, mode: str):
+    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+
+    manager = config.train_env_manager if mode == "train" else config.val_env_manager
+    return RolloutScheduler(
+        manager, config.custom_envs, actor_infer, model_path=config.actor_infer.model_args.model_name_or_path,
+        sequence_length=config.sequence_length, seed=config.seed, mode=mode,
+    )
+
+
+def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
+    args = worker.training_args
+    return LossConfig(
+        ppo_epochs=config.ppo_epochs,
+        mini_batch_size=args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        pg_clip_low=config.pg_clip_low if config.pg_clip_low is not None else config.pg_clip,
+        pg_clip_high=config.pg_clip_high if config.pg_clip_high is not None else config.pg_clip,
+        dual_clip=True if config.dual_clip_loss else None,
+        use_kl_loss=config.use_kl_loss,
+        kl_loss_coef=config.kl_loss_coef,
+        entropy_loss_coef=config.entropy_loss_coef,
+        loss_agg_mode=config.loss_agg_mode,
+        norm_length=config.sequence_length,
+        max_grad_norm=config.max_grad_norm,
+        value_clip=config.value_clip,
+    )
+
+
+def val_metrics(batch: Batch) -> dict[str, float]:
+    """Validation metrics under `val/`: env/<tag>/success → val/env/<tag>/success, plus the mean score."""
+    metrics = {f"val/{k}": float(v) for k, v in batch.info.items() if isinstance(v, (int, float)) and k.startswith("env/")}
+    metrics["val/score/mean"] = float(batch["scores"].float().mean())
+    return metrics
+
+
+def save_trajectories(batch: Batch, logging_dir: str, step: int, count: int = TRAJECTORIES_SAVED_PER_STEP) -> Path:
+    """The first few trajectories of a step as readable JSON: the conversation, the score, env metrics."""
+    folder = Path(logging_dir) / "trajectories"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i in range(min(count, len(batch))):
+        row = {key: _plain(batch.meta[key][i]) for key in batch.meta}
+        row["score"] = float(batch["scores"][i])
+        if "response_level_rewards" in batch:
+            row["reward"] = float(batch["response_level_rewards"][i])
+        rows.append(row)
+    path = folder / f"step_{step:05d}.json"
+    path.write_text(json.dumps(rows, indent=2, ensure_ascii=False))
+    return path
+
+
+def _plain(value):
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return str(value)
+
+
+def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "AgenticConfig", checkpoint_root: Path) -> str:
+    """The end-of-run summary: validation success and validity per tag, first vs last, and where things are."""
+    lines = [f"run {config.exp_name!r} finished after {config.max_steps} steps"]
+    if val_history:
+        (first_step, first), (last_step, last) = val_history[0], val_history[-1]
+        keys = sorted(k for k in last if k.endswith(("/success", "/action_is_valid")))
+        lines.append(f"{'validation metric':<48}{'before (step %d)' % first_step:>18}{'after' :>10}")
+        for key in keys:
+            lines.append(f"{key:<48}{first.get(key, float('nan')):>18.3f}{last[key]:>10.3f}")
+    lines.append(f"metrics:     {Path(config.logging_dir) / 'metrics.jsonl'}")
+    lines.append(f"trajectories: {Path(config.logging_dir) / 'trajectories'}")
+    lines.append(f"checkpoints: {checkpoint_root}")
+    return "\n".join(lines)
