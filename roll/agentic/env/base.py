@@ -231,7 +231,9 @@ class BaseEnv(ABC):
             raise TypeError(f"reset(seed=...) needs an int or None, got {seed!r}")
         self.seed = seed
         self.num_turns = 0
-        self._reset(random.Random(seed))
+        # Salted, so that a policy seeded with the same int does not replay the env's own draws
+        # (str seeds are hashed with SHA-512: stable across processes and Python versions).
+        self._reset(random.Random(f"roll.env:{seed}"))
         self._started = True
         self._episode_over = False
         return self.render(), {"env_instruction": self.env_instruction, "seed": seed}

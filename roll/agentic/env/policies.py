@@ -51,8 +51,7 @@ def run_scripted_episode(
     env: BaseEnv, seed: int, kind: PolicyKind = "random", rng: Optional[random.Random] = None
 ) -> ScriptedEpisode:
     """Reset ``env`` with ``seed`` and play it to the end with the scripted policy."""
-    # not Random(seed): the env draws its game from that stream, and the policy must not mirror it
-    rng = rng if rng is not None else random.Random(seed * 7919 + 17)
+    rng = rng if rng is not None else random.Random(seed)
     observation, _ = env.reset(seed=seed)
     episode = ScriptedEpisode(seed=seed)
     done = False

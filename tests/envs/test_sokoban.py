@@ -1,0 +1,130 @@
+"""Sokoban: generated rooms are solvable within the step budget, determinism, push rules, rewards."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roll.agentic.env import make_env
+from roll.agentic.env.sokoban.room import solve
+
+REPO = Path(__file__).resolve().parents[2]
+SYMBOLS = {"#": 0, "_": 1, "O": 2, "√": 3, "X": 4, "P": 5, "S": 6}  # default grid_lookup, inverted
+
+
+def parse_room(text: str):
+    """Rebuild (fixed cells, cols, player, boxes) from rendered text: the solver runs on what the
+    model sees, not on env internals."""
+    rows = text.split("\n")
+    cols = len(rows[0])
+    fixed, boxes, player = [], set(), None
+    for i, ch in enumerate("".join(rows)):
+        code = SYMBOLS[ch]
+        fixed.append({0: 0, 1: 1, 2: 2, 3: 2, 4: 1, 5: 1, 6: 2}[code])
+        if code in (3, 4):
+            boxes.add(i)
+        if code in (5, 6):
+            player = i
+    return tuple(fixed), cols, player, frozenset(boxes)
+
+
+@pytest.mark.parametrize(
+    "dim_room, num_boxes, max_steps, seeds",
+    [((6, 6), 1, 10, 300), ((6, 6), 1, 100, 200), ((7, 7), 2, 20, 100), ((10, 10), 2, 10, 60)],
+)
+def test_every_room_is_solved_by_the_solver_within_its_step_budget(dim_room, num_boxes, max_steps, seeds):
+    env = make_env("sokoban", dim_room=list(dim_room), num_boxes=num_boxes, max_steps=max_steps)
+    rooms, lengths = set(), []
+    for seed in range(seeds):
+        obs, _ = env.reset(seed=seed)
+        fixed, cols, player, boxes = parse_room(obs)
+        assert len(obs.split("\n")) == dim_room[0] and cols == dim_room[1]
+        assert len(boxes) == num_boxes and not any(fixed[b] == 2 for b in boxes)  # nothing pre-solved
+        plan = solve(fixed, cols, player, boxes, max_moves=max_steps)
+        assert plan is not None, f"seed {seed} not solvable in {max_steps} moves:\n{obs}"
+        assert len(plan) == env.optimal_moves  # the generator knows the exact optimum
+        rooms.add(obs)
+        lengths.append(len(plan))
+    assert len(rooms) >= 0.95 * seeds
+    assert len(set(lengths)) >= 3  # a spread of difficulties, not one length
+
+
+def test_playing_the_solver_plan_collects_the_documented_rewards():
+    env = make_env("sokoban", dim_room=[7, 7], num_boxes=2, max_steps=40)
+    for seed in range(40):
+        obs, _ = env.reset(seed=seed)
+        fixed, cols, player, boxes = parse_room(obs)
+        plan = solve(fixed, cols, player, boxes)
+        total = 0.0
+        for k, direction in enumerate(plan):
+            before = obs.count("√")
+            obs, reward, term, trunc, info = env.step(f"<answer>{['Up', 'Down', 'Left', 'Right'][direction]}</answer>")
+            after = obs.count("√")
+            expected = -0.1 + (after > before) * 1.0 - (after < before) * 1.0 + (10.0 if after == 2 else 0.0)
+            assert reward == pytest.approx(expected)
+            assert info["metrics"]["boxes_on_target"] == after
+            total += reward
+            assert term == (k == len(plan) - 1)
+        assert info["metrics"]["success"] == 1.0 and not trunc
+        # boxes start off target and end on: pushes on minus pushes off is 2, whatever the route
+        assert total == pytest.approx(-0.1 * len(plan) + 2 * 1.0 + 10.0)
+
+
+def test_push_rules_walls_and_box_chains_block():
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1)
+    env.reset(seed=0)
+    # A hand-made position: row 2 is "#PXX_#" -> pushing right moves two boxes: blocked.
+    env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+    env.targets = frozenset({16})
+    env.player, env.boxes = 7, frozenset({8, 9})
+    before = env.render()
+    obs, reward, term, _, info = env.step("<answer>Right</answer>")
+    assert obs == before and reward == pytest.approx(-0.1) and info["metrics"]["action_is_effective"] == 0.0
+    obs, _, _, _, info = env.step("<answer>Up</answer>")  # into the outer wall
+    assert obs == before and info["metrics"]["action_is_effective"] == 0.0
+    env.boxes = frozenset({8})
+    obs, reward, _, _, info = env.step("<answer>Right</answer>")  # a single box moves
+    assert obs.split("\n")[1] == "#_PX_#" and info["metrics"]["action_is_effective"] == 1.0
+
+
+def test_pushing_a_box_off_its_target_costs_one():
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=2, max_steps=50)
+    env.reset(seed=0)
+    env.fixed = tuple([0] * 6 + [0, 1, 2, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+    env.targets = frozenset({8, 16})
+    env.player, env.boxes = 7, frozenset({8, 20})
+    obs, reward, term, _, _ = env.step("<answer>Right</answer>")
+    assert reward == pytest.approx(-1.1) and not term and obs.split("\n")[1] == "#_SX_#"
+
+
+def test_same_seed_same_room_across_processes_and_seeds_differ():
+    code = (
+        "from roll.agentic.env import make_env\n"
+        "e = make_env('sokoban', dim_room=[8, 8], num_boxes=2, max_steps=20)\n"
+        "print(repr([e.reset(seed=s)[0] for s in (4, 5)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    env = make_env("sokoban", dim_room=[8, 8], num_boxes=2, max_steps=20)
+    rooms = [env.reset(seed=s)[0] for s in (4, 5)]
+    assert out == repr(rooms) + "\n" and rooms[0] != rooms[1]
+
+
+def test_rolls_different_grid_vocab_example_renders_with_its_symbols():
+    lookup = {0: "W", 1: ".", 2: "G", 3: "C", 4: "B", 5: "A", 6: "@"}
+    vocab = {"W": "wall", ".": "empty", "G": "target", "C": "box on target", "B": "box", "A": "player",
+             "@": "player on target"}
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, search_depth=30, max_steps=10,
+                   grid_lookup=lookup, grid_vocab=vocab, format_penalty=-0.15)
+    plain = make_env("sokoban", dim_room=[6, 6], num_boxes=1, search_depth=30, max_steps=10)
+    obs, info = env.reset(seed=9)
+    translate = {v: k for k, v in lookup.items()}
+    default = {0: "#", 1: "_", 2: "O", 3: "√", 4: "X", 5: "P", 6: "S"}
+    assert "".join(default.get(translate.get(ch), ch) for ch in obs) == plain.reset(seed=9)[0]
+    assert "B: box" in info["env_instruction"]
+
+
+def test_dim_x_dim_y_override_dim_room():
+    env = make_env("sokoban", dim_x=5, dim_y=8, num_boxes=1)
+    rows = env.reset(seed=0)[0].split("\n")
+    assert (len(rows), len(rows[0])) == (5, 8)
