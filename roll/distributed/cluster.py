@@ -1,0 +1,175 @@
+"""A Cluster: the workers of one role (actor_train, critic, reference, actor_infer), one per rank.
+
+The driver calls every rank with the same arguments (`execute_all`), rank 0 alone (`execute_rank0`),
+or splits a batch across the data-parallel ranks and gathers the results in order (`dispatch_batch`).
+Two executors share this interface: "ray" (one Ray actor per rank: real processes, GPUs, several
+nodes) and "local" (the same worker objects in this process: a debugger and fast tests see everything).
+
+Methods that all ranks of a sharded model must join (gathering an FSDP state dict, saving) carry the
+`@collective` mark; `execute_rank0` runs those on every rank and returns rank 0's answer, so the
+driver never has to know which strategy a role uses.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Callable
+
+import torch
+
+from roll.configs.worker_config import WorkerConfig
+from roll.data.batch import Batch
+from roll.distributed.rendezvous import free_address
+
+EXECUTORS = ("ray", "local")
+SHARDED_STRATEGIES = ("fsdp2_train", "deepspeed_train")
+
+
+def collective(method: Callable) -> Callable:
+    """Marks a worker method that every rank must run together (see the module docstring)."""
+    method._roll_collective = True
+    return method
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class WorkerHost:
+    """Holds one worker. Ray makes it an actor; the local executor uses it as it is."""
+
+    def __init__(self, num_threads: int) -> None:
+        # Workers of one role run at the same time, so each takes its share of the cores: more
+        # threads than cores makes every matmul slower, several-fold on a small machine.
+        torch.set_num_threads(num_threads)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.worker: Any = None
+
+    def address(self) -> tuple[str, int]:
+        return free_address()
+
+    def start(self, worker_cls: type, worker_config: WorkerConfig, rank: int, world_size: int, kwargs: dict) -> None:
+        self.worker = worker_cls(worker_config, rank, world_size, **kwargs)
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.worker, method)(*args, **kwargs)
+
+
+class Cluster:
+    def __init__(
+        self,
+        name: str,
+        worker_cls: type,
+        worker_config: WorkerConfig,
+        num_workers: int | None = None,
+        executor: str = "ray",
+        threads_per_worker: int | None = None,
+        num_gpus_per_worker: float | None = None,
+        **worker_kwargs: Any,
+    ) -> None:
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        self.name, self.worker_cls, self.executor = name, worker_cls, executor
+        self.num_workers = num_workers or worker_config.num_workers
+        strategy = worker_config.strategy_args.strategy_name
+        if executor == "local" and self.num_workers > 1 and strategy in SHARDED_STRATEGIES:
+            raise ValueError(
+                f"cluster {name!r}: {strategy} with {self.num_workers} ranks needs one process per rank; "
+                "use executor='ray' (the local executor runs workers one after another in this process)"
+            )
+        threads = threads_per_worker or max(1, cpu_count() // self.num_workers)
+        self.hosts = self._make_hosts(threads, num_gpus_per_worker)
+        kwargs = dict(worker_kwargs)
+        if "dist_addr" in inspect.signature(worker_cls.__init__).parameters and "dist_addr" not in kwargs:
+            kwargs["dist_addr"] = self._get(self._call_host(self.hosts[0], "address"))
+        # All ranks start together: torch.distributed's rendezvous waits for every one of them.
+        self._get_all([self._call_host(h, "start", worker_cls, worker_config, r, self.num_workers, kwargs)
+                       for r, h in enumerate(self.hosts)])
+
+    def _make_hosts(self, threads: int, num_gpus: float | None) -> list:
+        if self.executor == "local":
+            return [WorkerHost(threads) for _ in range(self.num_workers)]
+        import ray
+
+        if not ray.is_initialized():
+            raise RuntimeError(f"cluster {self.name!r}: start Ray first (ray.init) or use executor='local'")
+        options = dict(getattr(self.worker_cls, "RAY_ACTOR_OPTIONS", {}))
+        if num_gpus is None:
+            num_gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+        # CPU workers reserve no Ray CPUs: roles take turns on the same cores (threads are shared out above).
+        options.update(num_cpus=0, num_gpus=num_gpus)
+        actor_cls = ray.remote(WorkerHost)
+        return [actor_cls.options(**options).remote(threads) for _ in range(self.num_workers)]
+
+    # --- calling ----------------------------------------------------------------------------------
+    def _call_host(self, host: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        if self.executor == "local":
+            return getattr(host, method)(*args, **kwargs)
+        return getattr(host, method).remote(*args, **kwargs)
+
+    def _get(self, ref: Any) -> Any:
+        return self._get_all([ref])[0]
+
+    def _get_all(self, refs: list) -> list:
+        if self.executor == "local":
+            return refs
+        import ray
+
+        return ray.get(refs)
+
+    def _is_collective(self, method: str) -> bool:
+        fn = getattr(self.worker_cls, method, None)
+        if fn is None:
+            raise AttributeError(f"{self.worker_cls.__name__} has no method {method!r} (cluster {self.name!r})")
+        return bool(getattr(fn, "_roll_collective", False))
+
+    def execute_all(self, method: str, *args: Any, **kwargs: Any) -> list:
+        """`method(*args, **kwargs)` on every rank; results in rank order."""
+        self._is_collective(method)
+        return self._get_all([self._call_host(h, "call", method, *args, **kwargs) for h in self.hosts])
+
+    def execute_rank0(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Rank 0's result; a @collective method runs on every rank (they must join) and rank 0 answers."""
+        if self._is_collective(method) and self.num_workers > 1:
+            return self.execute_all(method, *args, **kwargs)[0]
+        return self._get(self._call_host(self.hosts[0], "call", method, *args, **kwargs))
+
+    def dispatch_batch(self, method: str, batch: Batch, **kwargs: Any) -> Batch | list:
+        """Splits `batch` into num_workers consecutive chunks, calls `method(chunk, **kwargs)` on each rank
+        and returns the results joined in order: one Batch when workers return batches (log-probs,
+        values), else the list of per-rank results (train_step metrics, already reduced over ranks)."""
+        if len(batch) < self.num_workers:
+            raise ValueError(
+                f"cluster {self.name!r}: a batch of {len(batch)} samples cannot feed {self.num_workers} ranks; "
+                "make rollout_batch_size at least the number of workers"
+            )
+        self._is_collective(method)
+        chunks = batch.chunk(self.num_workers)
+        results = self._get_all([self._call_host(h, "call", method, c, **kwargs) for h, c in zip(self.hosts, chunks)])
+        if all(isinstance(r, Batch) for r in results):
+            return Batch.cat(results)
+        return results
+
+    def shutdown(self) -> None:
+        """Closes each worker (process groups, engines) and ends the Ray actors."""
+        if not self.hosts:
+            return
+        if hasattr(self.worker_cls, "shutdown"):
+            try:
+                self.execute_all("shutdown")
+            finally:
+                self._kill()
+        else:
+            self._kill()
+
+    def _kill(self) -> None:
+        if self.executor == "ray":
+            import ray
+
+            for host in self.hosts:
+                ray.kill(host)
+        self.hosts = []

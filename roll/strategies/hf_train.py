@@ -1,0 +1,253 @@
+"""`hf_train`: a transformers model trained with plain PyTorch in one process (CPU or one GPU).
+
+The strategy owns the model, AdamW and the lr scheduler, and offers the few operations a worker needs:
+`forward` on a micro-batch, `backward`, `optimizer_step` (clip, step, schedule), full state dicts for
+weight sync and checkpoints, and `save`/`load`. Master weights stay fp32; `dtype: bf16|fp16` runs the
+forward/backward under autocast. `fsdp2_train` (fsdp2_train.py) extends it across processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, get_scheduler
+
+from roll.configs.worker_config import ModelArgs, TrainingArgs
+from roll.data.micro_batch import MicroBatch
+from roll.utils.checkpoint import load_safetensors_dir
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+SCHEDULERS = ("constant", "linear", "cosine")
+ATTN_ALIASES = {"fa2": "flash_attention_2"}
+
+
+def default_device() -> torch.device:
+    # Ray sets CUDA_VISIBLE_DEVICES to the worker's own GPU, so the first visible device is ours.
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def build_model(model_path: str, kind: str, model_args: ModelArgs) -> nn.Module:
+    """The fp32 model to train: a causal LM (`kind="causal_lm"`) or a scalar value head (`kind="value"`)."""
+    if model_args.dtype not in DTYPES:
+        raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {model_args.dtype!r}")
+    attn = ATTN_ALIASES.get(model_args.attn_implementation, model_args.attn_implementation) or "sdpa"
+    common: dict[str, Any] = {"dtype": torch.float32, "attn_implementation": attn}
+    if kind == "causal_lm":
+        model = AutoModelForCausalLM.from_pretrained(model_path, **common)
+    elif kind == "value":
+        # classifier_dropout=0: the default 0.1 dropout would make values differ between passes.
+        config = AutoConfig.from_pretrained(model_path, num_labels=1)
+        config.classifier_dropout = 0.0
+        model = AutoModelForTokenClassification.from_pretrained(model_path, config=config, **common)
+    else:
+        raise ValueError(f"model kind must be 'causal_lm' or 'value', got {kind!r}")
+    model.config.use_cache = False
+    if model_args.lora_rank:
+        model = apply_lora(model, model_args, kind)
+    if not model_args.disable_gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if model_args.lora_rank:
+            model.enable_input_require_grads()
+    return model
+
+
+def apply_lora(model: nn.Module, model_args: ModelArgs, kind: str) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    target = model_args.lora_target or "all-linear"
+    if isinstance(target, str) and target != "all-linear":
+        target = [t.strip() for t in target.split(",") if t.strip()]
+    config = LoraConfig(
+        r=model_args.lora_rank,
+        lora_alpha=model_args.lora_alpha or model_args.lora_rank,
+        lora_dropout=model_args.lora_dropout,
+        target_modules=target,
+        # The value head is new, so it trains in full beside the adapters.
+        modules_to_save=["score"] if kind == "value" else None,
+        task_type="CAUSAL_LM" if kind == "causal_lm" else "TOKEN_CLS",
+    )
+    return get_peft_model(model, config)
+
+
+def build_optimizer(model: nn.Module, training_args: TrainingArgs) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(
+        params,
+        lr=training_args.learning_rate,
+        betas=(training_args.adam_beta1, training_args.adam_beta2),
+        eps=training_args.adam_epsilon,
+        weight_decay=training_args.weight_decay,
+    )
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, training_args: TrainingArgs, num_training_steps: int | None):
+    kind = training_args.lr_scheduler_type
+    if kind not in SCHEDULERS:
+        raise ValueError(f"training_args.lr_scheduler_type must be one of {SCHEDULERS}, got {kind!r}")
+    if kind != "constant" and not num_training_steps:
+        raise ValueError(
+            f"lr_scheduler_type={kind!r} decays over the run, so the worker needs num_training_steps "
+            "(optimizer steps in the whole run); pass it when building the cluster"
+        )
+    name = "constant_with_warmup" if kind == "constant" else kind
+    return get_scheduler(name, optimizer, num_warmup_steps=training_args.warmup_steps, num_training_steps=num_training_steps)
+
+
+class HFTrainStrategy:
+    name = "hf_train"
+
+    def __init__(
+        self,
+        model_path: str,
+        model_args: ModelArgs,
+        training_args: TrainingArgs,
+        *,
+        kind: str = "causal_lm",
+        rank: int = 0,
+        world_size: int = 1,
+        num_training_steps: int | None = None,
+        dist_addr: tuple[str, int] | None = None,
+    ) -> None:
+        self.model_args, self.training_args, self.kind = model_args, training_args, kind
+        self.rank, self.world_size = rank, world_size
+        self.device = default_device()
+        self.compute_dtype = DTYPES.get(model_args.dtype, torch.float32)
+        self.setup_distributed(dist_addr)
+        self.model = build_model(model_path, kind, model_args)
+        self.wrap_model()
+        self.optimizer = build_optimizer(self.model, training_args)
+        self.scheduler = build_scheduler(self.optimizer, training_args, num_training_steps)
+
+    # --- hooks that fsdp2_train overrides -------------------------------------------------------
+    def setup_distributed(self, dist_addr: tuple[str, int] | None) -> None:
+        pass
+
+    def wrap_model(self) -> None:
+        self.model.to(self.device)
+
+    def close(self) -> None:
+        pass
+
+    def all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        """Sums (or maxima) over data-parallel ranks; the identity in one process."""
+        return list(values)
+
+    def loss_scale(self) -> float:
+        """Factor on each micro-batch loss so that the reduced gradient is the global mini-batch's."""
+        return 1.0
+
+    # --- compute ----------------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.compute_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
+
+    def forward(self, mb: MicroBatch) -> Tensor:
+        """Logits `[rows, width, vocab]` (value models: `[rows, width, 1]`) in fp32."""
+        inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        with self.autocast():
+            return self.model(**inputs).logits.float()
+
+    def backward(self, loss: Tensor) -> None:
+        (loss * self.loss_scale()).backward()
+
+    def optimizer_step(self, max_grad_norm: float | None) -> float:
+        """Clips gradients (when max_grad_norm > 0), steps AdamW and the schedule; returns the grad norm."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        limit = max_grad_norm if max_grad_norm and max_grad_norm > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(params, limit)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    # --- state ------------------------------------------------------------------------------------
+    def full_state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and buffer of the trained module (LoRA: adapter keys), on CPU, on rank 0."""
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def inference_state_dict(self) -> dict[str, Tensor]:
+        """Weights named as in the plain HF model (LoRA merged in), for the inference engine."""
+        state = self.full_state_dict()
+        return merge_lora_state(self.model, state) if self.model_args.lora_rank else state
+
+    def load_full_state_dict(self, state: dict[str, Tensor]) -> None:
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        check_loaded_keys(self.model, missing, unexpected)
+
+    def optimizer_state(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def save(self, directory: Path, tokenizer: Any = None) -> None:
+        """Hugging Face files (LoRA: the adapter) + optimizer and scheduler state, written by rank 0."""
+        state, optim = self.full_state_dict(), self.optimizer_state()
+        if self.rank != 0:
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        # peft's save_pretrained keeps only the adapter keys of the state dict it is given.
+        self.model.save_pretrained(directory, state_dict=state)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+        torch.save({"optimizer": optim, "scheduler": self.scheduler.state_dict()}, directory / "optimizer.pt")
+
+    def load(self, directory: Path) -> None:
+        if self.model_args.lora_rank:
+            self.load_lora(directory)
+        else:
+            self.load_full_state_dict(load_safetensors_dir(directory))
+        saved = torch.load(directory / "optimizer.pt", map_location="cpu", weights_only=False)
+        self.load_optimizer_state(saved["optimizer"])
+        # Every rank's scheduler is identical, so rank 0's file serves all.
+        self.scheduler.load_state_dict(saved["scheduler"])
+
+    def load_lora(self, directory: Path) -> None:
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(self.model, load_safetensors_dir(directory))
+        if result.unexpected_keys:
+            raise ValueError(f"the LoRA checkpoint in {directory} has keys this model lacks: {result.unexpected_keys[:5]}")
+
+
+def check_loaded_keys(model: nn.Module, missing: list[str], unexpected: list[str]) -> None:
+    # save_pretrained leaves out tied weights (lm_head = embed_tokens), which stay tied on load.
+    tied = set(getattr(model, "_tied_weights_keys", None) or {})
+    missing = [k for k in missing if k not in tied and not any(k.endswith(t) for t in tied)]
+    if missing or unexpected:
+        raise ValueError(f"checkpoint does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+
+def merge_lora_state(model: nn.Module, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A peft model's weights as the plain model names them, each LoRA delta added to its base weight."""
+    from peft.tuners.lora import LoraLayer
+
+    prefix = "base_model.model."
+    deltas = {}
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            for adapter in module.active_adapters:
+                delta = module.get_delta_weight(adapter).detach().cpu()
+                key = f"{name}.base_layer.weight"
+                deltas[key] = deltas.get(key, 0) + delta
+    merged = {}
+    for key, value in state.items():
+        if "lora_" in key or ".original_module." in key:
+            continue
+        if key in deltas:
+            value = value + deltas[key]
+        clean = key[len(prefix):] if key.startswith(prefix) else key
+        merged[clean.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")] = value
+    return merged
