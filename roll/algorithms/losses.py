@@ -89,9 +89,10 @@ def ppo_policy_loss(
     ρ = exp(logp − old), ℓ = max(−A ρ, −A clip(ρ, 1 − clip_low, 1 + clip_high)); with dual clip c,
     ℓ = min(ℓ, −c A) where A < 0 (bounds the loss of a negative advantage under a huge ratio).
     `dual_clip`: c itself, or True for SPEC's c = 1 + 2·clip_high, or None/False for off.
-    Metrics (floats, over this call's masked tokens): pg_clipfrac (tokens where the clipped branch
-    won), pg_clipfrac_dual, ppo_kl = approxkl (mean ½(logp − old)², as ROLL logs it), policykl (mean
-    old − logp, the k1 estimate of KL(old ‖ new)), ratio_mean / ratio_max / ratio_min.
+    Metrics (floats, token means over this call's mask; ROLL's definitions): pg_clipfrac (tokens where
+    the clipped branch won, ROLL's `clipfrac`), pg_clipfrac_dual, ppo_ratio_low/high_clipfrac (ratio
+    outside the range, whatever A), ppo_kl = approxkl (mean ½(logp − old)²), policykl (mean
+    logp − old), ratio_mean / ratio_max / ratio_min.
     """
     if dual_clip is True:
         dual_clip = 1.0 + 2.0 * clip_high
@@ -119,7 +120,9 @@ def ppo_policy_loss(
             "pg_clipfrac": float(masked_mean((clipped > unclipped).to(loss_mat.dtype), mask)),
             "pg_clipfrac_dual": float(masked_mean(dual_hit.to(loss_mat.dtype), mask)),
             "ppo_kl": float(masked_mean(0.5 * log_ratio.square(), mask)),
-            "policykl": float(masked_mean(-log_ratio, mask)),
+            "policykl": float(masked_mean(log_ratio, mask)),
+            "ppo_ratio_low_clipfrac": float(masked_mean((ratio < 1.0 - clip_low).to(loss_mat.dtype), mask)),
+            "ppo_ratio_high_clipfrac": float(masked_mean((ratio > 1.0 + clip_high).to(loss_mat.dtype), mask)),
             "ratio_mean": float(ratios.mean()) if ratios.numel() else 1.0,
             "ratio_max": float(ratios.max()) if ratios.numel() else 1.0,
             "ratio_min": float(ratios.min()) if ratios.numel() else 1.0,

@@ -90,7 +90,8 @@ def test_ppo_policy_loss_by_hand():
     assert (m["ratio_mean"], m["ratio_max"], m["ratio_min"]) == pytest.approx((1.0, 1.5, 0.5))
     logs = [math.log(v) for v in (1.5, 0.5, 1.5, 0.5)]
     assert m["ppo_kl"] == m["approxkl"] == pytest.approx(sum(0.5 * v * v for v in logs) / 4)
-    assert m["policykl"] == pytest.approx(-sum(logs) / 4)
+    assert m["policykl"] == pytest.approx(sum(logs) / 4)
+    assert m["ppo_ratio_low_clipfrac"] == 0.5 and m["ppo_ratio_high_clipfrac"] == 0.5
     loss.backward()
     # d/dlogp of −Aρ is −Aρ on unclipped tokens, 0 where the clipped branch won, /4 for token-mean
     assert logp.grad[0].tolist() == pytest.approx([0.0, -0.5 / 4, 1.5 / 4, 0.0, 0.0])
