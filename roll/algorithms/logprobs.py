@@ -10,7 +10,7 @@ straight into the logits' gradient. benchmarks/logprob_memory.py measures the di
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor

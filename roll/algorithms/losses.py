@@ -100,7 +100,7 @@ def ppo_policy_loss(
         dual_clip = None
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (it bounds −A·ratio for A < 0), got {dual_clip}")
-    advantages = advantages.detach()
+    advantages, old_logprobs = advantages.detach(), old_logprobs.detach()
     log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
@@ -174,7 +174,7 @@ def value_loss(
     critic from exploiting a big step that happens to land near the return. Metrics: vf_clipfrac
     (tokens where the clipped term was larger), vpred_mean.
     """
-    returns = returns.detach()
+    returns, old_values = returns.detach(), old_values.detach()
     loss_mat = (values - returns).square()
     clipfrac = 0.0
     if value_clip is not None:

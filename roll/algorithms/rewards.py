@@ -6,7 +6,7 @@ in its group (a GRPO group, a tag, the whole batch); clipping bounds the result.
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 from torch import Tensor
@@ -21,14 +21,14 @@ def _group_index(groups: Sequence[Hashable], device: torch.device) -> tuple[Tens
     return torch.tensor(index, dtype=torch.long, device=device), len(ids)
 
 
-def _group_stats(x: Tensor, index: Tensor, n_groups: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-sample group mean, unbiased group std and group size (float64)."""
+def _group_stats(x: Tensor, index: Tensor, n_groups: int) -> tuple[Tensor, Tensor]:
+    """Each sample's group mean and unbiased group std (NaN for a group of one)."""
     count = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, torch.ones_like(x))
     mean = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, x) / count
     sq = torch.zeros(n_groups, dtype=x.dtype, device=x.device).index_add_(0, index, (x - mean[index]) ** 2)
     # A group of one has no unbiased std; NaN here is turned into the degenerate-group 0 below.
     std = torch.where(count > 1, sq / (count - 1).clamp(min=1), torch.full_like(sq, float("nan"))).sqrt()
-    return mean[index], std[index], count[index]
+    return mean[index], std[index]
 
 
 def normalize_rewards(
@@ -65,8 +65,8 @@ def normalize_rewards(
 
     x = scores.to(torch.float64)
     index, n_groups = _group_index(groups, x.device)
-    group_mean, group_std, _ = _group_stats(x, index, n_groups)
-    batch_mean, batch_std, _ = _group_stats(x, torch.zeros_like(index), 1)
+    group_mean, group_std = _group_stats(x, index, n_groups)
+    batch_mean, batch_std = _group_stats(x, torch.zeros_like(index), 1)
     shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
     if std_type is None:
         return shifted.to(scores.dtype)

@@ -147,3 +147,16 @@ def test_whiten_rewards_rescales_before_the_estimator():
     _, ret = compute_advantages("reinforce", rewards * 4, mask, 1.0, 1.0, whiten_rewards=True)
     # ×4: std 4, mean 8 → (4r − 8)/4 + 8 = r + 6 → 7, 8, 9 → returns 24, 17, 9
     assert ret.tolist()[0] == pytest.approx([24.0, 17.0, 9.0, 0.0])
+
+
+def test_grpo_chain_from_scores_to_token_advantages():
+    from roll.algorithms import normalize_rewards
+
+    # two GRPO groups of two; the second group's scores are identical → no signal
+    scores = torch.tensor([1.0, 0.0, 0.5, 0.5], dtype=torch.float64)
+    rewards = normalize_rewards(scores, ["g1", "g1", "g2", "g2"], "mean_std")
+    mask = torch.tensor([[0, 1, 1, 0, 1], [0, 1, 0, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 0]])
+    adv, _ = compute_advantages("grpo", token_level_rewards(rewards, mask), mask, gamma=1.0, lambd=1.0)
+    z = 0.5 / (2**-0.5 + 1e-6)  # (1 − 0.5) / unbiased std of {1, 0}
+    expected = torch.tensor([[0, z, z, 0, z], [0, -z, 0, 0, 0], [0] * 5, [0] * 5], dtype=torch.float64)
+    assert torch.allclose(adv, expected)
