@@ -1,0 +1,128 @@
+"""The launcher runs the whole pipeline on a tiny model through a real Ray: metrics, TensorBoard,
+checkpoints, resume, and recovery from kill -9."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+REQUIRED_METRICS = (
+    "env/FrozenLakeCPU/success", "env/FrozenLakeCPU/action_is_valid", "env/FrozenLakeCPU/num_actions",
+    "critic/score/mean", "critic/advantages/mean", "actor/pg_loss", "actor/clipfrac", "actor/approxkl",
+    "actor/entropy", "time/step_rollout", "time/step_train", "system/tps",
+)
+
+
+def overrides(model_dir: Path, work: Path, max_steps: int, **extra: str) -> list[str]:
+    values = {
+        "pretrain": str(model_dir), "exp_name": "e2e", "max_steps": str(max_steps), "save_steps": "1", "eval_steps": "2",
+        "output_dir": str(work / "out"), "logging_dir": str(work / "logs"), "tracker_kwargs.log_dir": str(work / "tb"),
+        "track_with": "stdout,tensorboard", "rollout_batch_size": "8", "val_batch_size": "4", "sequence_length": "512",
+        "train_env_manager.num_env_groups": "2", "train_env_manager.group_size": "4",
+        "val_env_manager.num_env_groups": "4", "custom_envs.FrozenLakeCPU.max_steps": "3",
+        "custom_envs.FrozenLakeCPU.max_tokens_per_step": "8", "actor_infer.generating_args.max_new_tokens": "8",
+        "actor_train.training_args.per_device_train_batch_size": "4", "actor_train.training_args.gradient_accumulation_steps": "2",
+        "sft_warmup.steps": "1", "sft_warmup.episodes_per_step": "4",
+    }
+    values.update(extra)
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def launch(args: list[str], work: Path) -> subprocess.Popen:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(work / "ray"), "PYTHONUNBUFFERED": "1"}
+    log = open(work / f"launch_{time.monotonic_ns()}.log", "w")
+    return subprocess.Popen([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
+                             "--config-name", CPU[1], *args], cwd=REPO_ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def read_metrics(work: Path) -> list[dict]:
+    return [json.loads(line) for line in (work / "logs" / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture()
+def work():
+    # Ray's socket paths must stay short: a folder directly under /tmp.
+    path = Path(tempfile.mkdtemp(prefix="e2e", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_to_end(args: list[str], work: Path) -> str:
+    process = launch(args, work)
+    process.wait(timeout=420)
+    _kill_group(process)
+    logs = sorted(work.glob("launch_*.log"))
+    output = logs[-1].read_text()
+    assert process.returncode == 0, output[-4000:]
+    return output
+
+
+def test_two_steps_then_resume_for_a_third(tiny_model_dir, work):
+    run_to_end(overrides(tiny_model_dir, work, max_steps=2), work)
+    rows = read_metrics(work)
+    train_rows = [r for r in rows if "actor/pg_loss" in r]
+    assert [r["step"] for r in train_rows] == [1, 2]
+    for row in train_rows:
+        missing = [k for k in REQUIRED_METRICS if k not in row]
+        assert not missing, f"step {row['step']} lacks {missing}"
+        assert all(math.isfinite(v) for v in row.values())
+    assert any(k.startswith("val/") for k in rows[0]), "validation runs before the first step"
+    checkpoint = work / "out" / "checkpoints" / "checkpoint-2"
+    assert (checkpoint / "pipeline_state.pt").is_file()
+    assert (checkpoint / "actor_train").is_dir()
+    assert any((checkpoint / "actor_train").rglob("*.safetensors")), "actor weights saved in Hugging Face format"
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(work / "tb"))
+    events.Reload()
+    scalars = events.Tags()["scalars"]
+    assert "actor/pg_loss" in scalars and "env/FrozenLakeCPU/success" in scalars
+    assert [e.step for e in events.Scalars("actor/pg_loss")] == [1, 2]
+
+    output = run_to_end(overrides(tiny_model_dir, work, max_steps=3, resume_from_checkpoint="true"), work)
+    assert "continuing at step 3" in output
+    steps = [r["step"] for r in read_metrics(work) if "actor/pg_loss" in r]
+    assert steps == [1, 2, 3]
+    assert (work / "out" / "checkpoints" / "checkpoint-3" / "pipeline_state.pt").is_file()
+
+
+def test_kill_during_step_three_then_resume(tiny_model_dir, work):
+    args = overrides(tiny_model_dir, work, max_steps=4, eval_steps="0")
+    process = launch(args, work)
+    checkpoint_2 = work / "out" / "checkpoints" / "checkpoint-2" / "pipeline_state.pt"
+    deadline = time.monotonic() + 420
+    while not checkpoint_2.is_file():
+        assert process.poll() is None, sorted(work.glob("launch_*.log"))[-1].read_text()[-4000:]
+        assert time.monotonic() < deadline, "no checkpoint-2 in time"
+        time.sleep(0.2)
+    time.sleep(1.0)  # now inside step 3
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (work / "out" / "checkpoints" / "checkpoint-4").exists()
+
+    output = run_to_end(overrides(tiny_model_dir, work, max_steps=4, eval_steps="0", resume_from_checkpoint="true"), work)
+    assert "continuing at step 3" in output
+    steps = [r["step"] for r in read_metrics(work) if "actor/pg_loss" in r]
+    assert steps == [1, 2, 3, 4]
