@@ -116,8 +116,13 @@ class AgenticPipeline:
         return metrics
 
     def sft_warmup(self) -> None:
+        """Optional supervised warm-up (see sft_warmup.py), with a validation before it at step 0 so
+        the table shows what the warm-up taught apart from what RL taught."""
         from roll.pipeline.agentic.sft_warmup import run_sft_warmup
 
+        if self.val_rollout is not None:
+            self.sync_weights(version=0)
+            self.tracker.log(self.validate(0), 0)
         run_sft_warmup(self.config, self.actor_train, self.tracker)
 
     # --- state ---------------------------------------------------------------------------------
