@@ -16,6 +16,7 @@ the tag and seed), and the manager builds a fresh env for its next episode.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import asdict, is_dataclass
 from typing import Any, Callable
@@ -80,6 +81,24 @@ def aggregate_metrics(steps: list[dict[str, float]], modes: dict[str, str]) -> d
     return out
 
 
+def import_path(path: str) -> Any:
+    """`package.module.Name` -> the object (for class paths written in configs)."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"{path!r} is not a dotted path like package.module.Name")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"cannot import {path!r}: {exc}") from None
+
+
+def build_env(env_type: str, env_config: dict) -> Any:
+    """A registered env name, or a dotted path to a BaseEnv subclass (an env you have not registered)."""
+    if "." in env_type:
+        return import_path(env_type)(**env_config)
+    return make_env(env_type, **env_config)
+
+
 class TrajEnvManager:
     def __init__(self, tag: str, env_spec: Any, tokenizer: Any, proxy: Any, sequence_length: int,
                  generating_args: Any = None, format_penalty: float | None = None, env_id: int = 0,
@@ -132,7 +151,7 @@ class TrajEnvManager:
     def run_episode(self, seed: int, episode_key: str = "0") -> dict[str, Any]:
         """Plays one episode from `seed`; returns the trajectory dict (lists, picklable)."""
         if self.env is None:
-            self.env = self._env_call("make_env", seed, lambda: make_env(self.env_type, **self.env_config))
+            self.env = self._env_call("make_env", seed, lambda: build_env(self.env_type, self.env_config))
         observation, info = self._env_call("reset", seed, self.env.reset, seed)
         instruction = self.env_instruction or info.get("env_instruction", "")
         chat = ChatTokens(self.tokenizer)

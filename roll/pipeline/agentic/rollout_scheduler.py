@@ -1,0 +1,213 @@
+"""RolloutScheduler: GRPO groups of envs, their seeds, and the assembly of whole-group batches.
+
+`num_env_groups` groups of `group_size` envs; `num_groups_partition` gives each tag its number of
+groups. `get_batch(n, step)` runs n / group_size group-episodes: the envs of one group reset with
+the same seed (so a group is one prompt answered group_size times). Groups are dealt round-robin
+over tags so any batch size keeps the tag mix. Training seeds change every step; validation seeds
+depend only on the episode index, so val metrics compare across steps.
+
+A group in which any episode fails (env raised, env hung past `env_timeout_s`, generation failed)
+is re-run on the same envs with a fresh seed; the failure is counted in `rollout/failures/*` and
+logged with the tag and seed. Only whole groups enter a batch.
+
+Executors: "ray" hosts env managers in EnvironmentWorker actors; "local" runs them in this process
+on threads (for debugging and benchmarks).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import math
+import time
+from collections import Counter
+from typing import Any
+
+from roll.data.batch import Batch
+from roll.pipeline.agentic.env_manager.traj_env_manager import as_dict
+from roll.pipeline.agentic.environment_worker import EnvironmentWorker
+from roll.pipeline.agentic.trajectory_batch import rollout_metrics, trajectories_to_batch
+
+logger = logging.getLogger(__name__)
+VAL_SEED_OFFSET = 7_777_777  # keeps validation seeds apart from training seeds
+
+
+def split_groups(num_env_groups: int, tags: list[str], partition: list[int] | None) -> list[str]:
+    """The tag of each group: `partition[i]` groups for `tags[i]`, or an even split."""
+    if not tags:
+        raise ValueError("env manager config: tags is empty; name at least one custom_envs entry")
+    if partition is None:
+        base, extra = divmod(num_env_groups, len(tags))
+        partition = [base + (1 if i < extra else 0) for i in range(len(tags))]
+    if len(partition) != len(tags) or sum(partition) != num_env_groups:
+        raise ValueError(f"num_groups_partition {partition} must have one entry per tag {tags} and sum to num_env_groups={num_env_groups}")
+    return [tag for tag, count in zip(tags, partition) for _ in range(count)]
+
+
+def round_robin_by_tag(group_tags: list[str]) -> list[int]:
+    """Group indices ordered so consecutive groups cycle through the tags (tag mix for any n)."""
+    queues: dict[str, list[int]] = {}
+    for g, tag in enumerate(group_tags):
+        queues.setdefault(tag, []).append(g)
+    order: list[int] = []
+    while any(queues.values()):
+        for q in queues.values():
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+class RolloutScheduler:
+    def __init__(self, env_manager_config: Any, custom_envs: dict[str, Any], sequence_length: int, seed: int,
+                 tokenizer_path: str, infer: Any = None, proxy: dict[str, Any] | None = None, mode: str = "train",
+                 executor: str = "ray", env_timeout_s: float | None = 60.0, generation_timeout_s: float | None = 600.0,
+                 max_failures: int | None = None, worker_threads: int = 1) -> None:
+        """infer: the inference workers (Ray actor handles, local InferWorkers, or a Cluster with a
+        `workers` list); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …})."""
+        if mode not in ("train", "val"):
+            raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
+        if executor not in ("ray", "local"):
+            raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
+        cfg = env_manager_config
+        self.group_size, self.mode, self.seed, self.executor = cfg.group_size, mode, seed, executor
+        missing = [t for t in cfg.tags if t not in custom_envs]
+        if missing:
+            raise ValueError(f"env manager tags {missing} are not in custom_envs (has {sorted(custom_envs)})")
+        self.group_tags = split_groups(cfg.num_env_groups, list(cfg.tags), cfg.num_groups_partition)
+        self.group_order = round_robin_by_tag(self.group_tags)
+        self.max_failures = max_failures
+        if proxy is None:
+            workers = getattr(infer, "workers", infer)
+            if not workers:
+                raise ValueError("RolloutScheduler needs inference workers (infer=...) or an LLM proxy spec (proxy=...)")
+            proxy = {"type": "policy", "workers": list(workers), "timeout_s": generation_timeout_s}
+        from transformers import AutoTokenizer
+
+        self.pad_token_id = AutoTokenizer.from_pretrained(tokenizer_path).pad_token_id or 0
+        managers = [
+            {"env_id": g * self.group_size + i, "tag": tag, "env_spec": as_dict(custom_envs[tag])}
+            for g, tag in enumerate(self.group_tags) for i in range(self.group_size)
+        ]
+        per_worker = cfg.max_env_num_per_worker or len(managers)
+        chunks = [managers[i : i + per_worker] for i in range(0, len(managers), per_worker)]
+        common = dict(tokenizer_path=str(tokenizer_path), proxy_spec=proxy, sequence_length=sequence_length,
+                      generating_args=as_dict(cfg.generating_args) or None, format_penalty=cfg.format_penalty,
+                      env_timeout_s=env_timeout_s, num_threads=worker_threads)
+        self.worker_of_env: dict[int, Any] = {}
+        self.workers: list[Any] = []
+        if executor == "ray":
+            import ray
+
+            actor_cls = ray.remote(EnvironmentWorker)
+            for w, chunk in enumerate(chunks):
+                # num_cpus=0: env workers mostly wait; the cores belong to inference and training
+                handle = actor_cls.options(num_cpus=0, max_concurrency=len(chunk) + 2).remote(w, chunk, **common)
+                self.workers.append(handle)
+            ray.get([h.ready.remote() for h in self.workers])
+            self._pool = None
+        else:
+            self.workers = [EnvironmentWorker(w, chunk, **common) for w, chunk in enumerate(chunks)]
+            self._pool = cf.ThreadPoolExecutor(max_workers=len(managers), thread_name_prefix="env")
+        for w, chunk in enumerate(chunks):
+            for m in chunk:
+                self.worker_of_env[m["env_id"]] = self.workers[w]
+
+    def _group_seed(self, step: int, task: int) -> int:
+        if self.mode == "val":
+            return (self.seed * 1_000_003 + VAL_SEED_OFFSET + task) % 2**31
+        return (self.seed * 1_000_003 + step * 100_003 + task) % 2**31
+
+    def _launch(self, group: int, seed: int, key: str) -> list[cf.Future]:
+        futures = []
+        for i in range(self.group_size):
+            env_id = group * self.group_size + i
+            worker = self.worker_of_env[env_id]
+            if self.executor == "ray":
+                futures.append(worker.run_episode.remote(env_id, seed, key).future())
+            else:
+                futures.append(self._pool.submit(worker.run_episode, env_id, seed, key))
+        return futures
+
+    def get_batch(self, n: int, step: int) -> Batch:
+        """n trajectories (whole groups) as a Batch; rollout metrics in `batch.info`."""
+        if n <= 0 or n % self.group_size:
+            raise ValueError(f"batch size {n} must be a positive multiple of group_size={self.group_size}")
+        start = time.perf_counter()
+        need = n // self.group_size
+        num_groups = len(self.group_tags)
+        max_failures = self.max_failures if self.max_failures is not None else 2 * need + 4
+        # (task, group): task k runs on group group_order[k % num_groups]; the task index picks the seed
+        pending = [(k, self.group_order[k % num_groups]) for k in range(need)]
+        busy: dict[int, tuple[int, int, list[cf.Future]]] = {}  # group -> (task, seed, futures)
+        waiting: dict[cf.Future, int] = {}
+        done_groups: list[tuple[int, list[dict]]] = []
+        failures: Counter = Counter()
+        next_task = need
+        while len(done_groups) < need:
+            for task, group in list(pending):
+                if group in busy:
+                    continue
+                pending.remove((task, group))
+                seed = self._group_seed(step, task)
+                futures = self._launch(group, seed, f"{self.mode}{step}-t{task}")
+                busy[group] = (task, seed, futures)
+                waiting.update({f: group for f in futures})
+            finished, _ = cf.wait(list(waiting), return_when=cf.FIRST_COMPLETED)
+            for f in finished:
+                waiting.pop(f)
+            for group, (task, seed, futures) in list(busy.items()):
+                if not all(f.done() for f in futures):
+                    continue
+                del busy[group]
+                results = [_result_of(f, self.group_tags[group], seed) for f in futures]
+                bad = [r for r in results if "failure" in r]
+                if not bad:
+                    for i, r in enumerate(results):
+                        r["traj_group_id"] = f"{self.mode}{step}-g{task}"
+                        r["traj_id"] = f"{self.mode}{step}-g{task}-{i}"
+                    done_groups.append((task, results))
+                    continue
+                for r in bad:
+                    failures[r["failure"]] += 1
+                    logger.warning("rollout: %s in env tag=%s seed=%s (%s); the group is re-run with a new seed",
+                                   r["failure"], r["tag"], r["env_seed"], r["detail"])
+                if sum(failures.values()) > max_failures:
+                    raise RuntimeError(f"rollout: {sum(failures.values())} failed episodes (over max_failures={max_failures}): "
+                                       f"{dict(failures)}; last: {bad[-1]}")
+                # the replacement runs on the same group (same tag) with a seed no other task uses
+                pending.append((next_task, group))
+                next_task += 1
+        # task order, not finishing order: the same seeds give the same batch layout every time
+        trajs = [t for _, g in sorted(done_groups, key=lambda item: item[0]) for t in g]
+        batch = trajectories_to_batch(trajs, self.pad_token_id)
+        elapsed = time.perf_counter() - start
+        generated = sum(t["generated_tokens"] for t in trajs)
+        prefix = "val/env" if self.mode == "val" else "env"
+        batch.info.update(rollout_metrics(trajs, prefix=prefix))
+        batch.info.update({
+            "rollout/failures": float(sum(failures.values())),
+            **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
+            "rollout/num_actions": sum(t["env_metrics"]["num_actions"] for t in trajs),
+            "rollout/generated_tokens": float(generated),
+            "rollout/generated_tokens_per_s": generated / max(elapsed, 1e-9),
+            "time/rollout": elapsed,
+        })
+        return batch
+
+    def shutdown(self) -> None:
+        if self.executor == "ray":
+            import ray
+
+            for h in self.workers:
+                ray.kill(h)
+        elif self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.workers = []
+
+
+def _result_of(future: cf.Future, tag: str, seed: int) -> dict[str, Any]:
+    """An episode's result; a dead worker or a lost call counts as that episode's failure."""
+    try:
+        return future.result()
+    except Exception as exc:
+        return {"failure": "worker_error", "tag": tag, "env_seed": seed, "detail": f"{type(exc).__name__}: {exc}"}
