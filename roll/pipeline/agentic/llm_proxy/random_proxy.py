@@ -18,10 +18,12 @@ class RandomProxy:
 
     def generate(self, request: dict) -> dict:
         text = self.template.format(answer=self.rng.choice(self.answers))
-        ids = self.tokenizer.encode(text, add_special_tokens=False)[: max(int(request.get("max_new_tokens", 64)) - 1, 0)]
-        ids.append(self.tokenizer.eos_token_id)
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        limit = int(request.get("max_new_tokens", 64))
+        finish = "stop" if len(ids) <= limit else "length"  # cut like a model that runs out of tokens
+        ids = ids[:limit]
         return {"request_id": request.get("request_id"), "output_ids": ids, "logprobs": [0.0] * len(ids),
-                "finish_reason": "stop", "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1}
+                "finish_reason": finish, "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1}
 
     def release(self, session_id: str) -> None:
         pass
