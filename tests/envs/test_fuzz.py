@@ -2,6 +2,7 @@
 state untouched, and is counted in action_is_valid."""
 
 import copy
+import time
 import random
 
 import pytest
@@ -9,15 +10,17 @@ import pytest
 from roll.agentic.env import make_env
 
 PENALTY = -0.25
+THINK = r"<think>(.*?)</think>\s*<answer>(.*?)</answer>"
 ENVS = {
     "frozen_lake": ({"is_slippery": True, "size": 5}, "Down"),
+    "frozen_lake_think": ({"is_slippery": False, "action_pattern": THINK}, "Down"),
     "sokoban": ({"dim_room": [6, 6], "num_boxes": 1}, "Left"),
     "countdown": ({}, None),  # a valid answer ends the episode; see below
     "guess_number": ({}, "50"),
 }
 
 
-def hostile_outputs(rng: random.Random, valid_answer: str) -> list[tuple[str, bool]]:
+def hostile_outputs(rng: random.Random, valid_answer: str, think_first: bool) -> list[tuple[str, bool]]:
     """(text, expected to be a valid action). Valid only where the text holds exactly one
     well-formed answer for the env; everything else must be rejected."""
     fixed_invalid = [
@@ -32,16 +35,19 @@ def hostile_outputs(rng: random.Random, valid_answer: str) -> list[tuple[str, bo
         "<answer>" + "(" * 5_000 + "1" + ")" * 5_000 + "</answer>", "\x00\x01\x02", "🐸" * 500,
         "<think>" * 1_000 + "</think>", "<|im_end|>", "<answer><|im_end|></answer>",
         "<answer>1e400</answer>", "<answer>NaN</answer>", "<answer>-0</answer>", "<answer>1/0</answer>",
-        "<answer>" + "1+" * 5_000 + "1</answer>",
+        "<answer>" + "1+" * 5_000 + "1</answer>", "<think>a</think> <answer>b" * 400,
     ]
     cases = [(text, False) for text in fixed_invalid]
     if valid_answer is not None:
         mixed = "".join(ch.upper() if rng.random() < 0.5 else ch.lower() for ch in valid_answer)
+        think = "<think>I see the map.</think>\n" if think_first else ""
         cases += [
-            (f"<answer>{valid_answer}</answer>", True),
-            (f"<answer>  {mixed}\n</answer><|im_end|>", True),
-            (f"I think {'so ' * 3000}<answer>{mixed}</answer><|eot_id|>", True),
+            (f"{think}<answer>{valid_answer}</answer>", True),
+            (f"{think}<answer>  {mixed}\n</answer><|im_end|>", True),
+            (f"I think {'so ' * 3000}{think}<answer>{mixed}</answer><|eot_id|>", True),
         ]
+        if think_first:  # the think pattern requires the think part
+            cases.append((f"<answer>{valid_answer}</answer>", False))
     alphabet = "<>/answerthink()+-*ÿ漢 \n\t|_LeftUp0123456789'\"\\"
     for _ in range(1_200):
         body = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
@@ -62,9 +68,9 @@ def snapshot(env) -> dict:
 @pytest.mark.parametrize("env_type", sorted(ENVS))
 def test_hostile_outputs_never_raise_and_invalid_ones_change_nothing(env_type):
     config, valid_answer = ENVS[env_type]
-    env = make_env(env_type, format_penalty=PENALTY, max_steps=10_000, **config)
+    env = make_env(env_type.replace("_think", ""), format_penalty=PENALTY, max_steps=10_000, **config)
     rng = random.Random(env_type)
-    cases = hostile_outputs(rng, valid_answer)
+    cases = hostile_outputs(rng, valid_answer, think_first="action_pattern" in config)
     rng.shuffle(cases)
     seed = 0
     env.reset(seed=seed)
@@ -98,3 +104,14 @@ def test_countdown_rejects_code_and_malformed_expressions_but_accepts_arithmetic
         assert (reward, terminated, info["metrics"]["action_is_valid"]) == (PENALTY, False, 0.0), text
     _, _, terminated, _, info = env.step("<answer>(1 + 2) * 3 = 9</answer>")
     assert terminated and info["metrics"]["action_is_valid"] == 1.0
+
+
+def test_text_that_makes_the_think_pattern_backtrack_is_rejected_quickly():
+    # With the stdlib `re` this text takes seconds (cubic backtracking); the parser bounds it.
+    env = make_env("frozen_lake", action_pattern=THINK, format_penalty=PENALTY, max_steps=100)
+    env.reset(seed=0)
+    for text in ("<think>a</think>  <answer>b" * 400, "<think>x</think><answer>" * 400):
+        start = time.perf_counter()
+        _, reward, _, _, info = env.step(text)
+        assert time.perf_counter() - start < 1.0
+        assert reward == PENALTY and info["metrics"]["action_is_valid"] == 0.0

@@ -41,7 +41,7 @@ def test_special_tokens_do_not_break_parsing(token):
 
 def test_two_answers_are_ambiguous_and_rejected():
     parsed = parse_model_text("<answer>Left</answer> or <answer>Right</answer>", DEFAULT_ACTION_PATTERN)
-    assert parsed.answer is None and "2 matches" in parsed.error
+    assert parsed.answer is None and "more than one match" in parsed.error
 
 
 def test_empty_answer_and_non_text_are_rejected_without_raising():

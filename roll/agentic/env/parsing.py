@@ -6,11 +6,19 @@ rollout. Every failure is reported as a reason string instead.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Optional
 
+# The `regex` package (a dependency of transformers) matches like `re` but accepts a timeout: a
+# lazy pattern such as the think+answer one backtracks cubically on hostile text (10k chars of
+# repeated "<think>a</think><answer>b" take seconds in `re`), and one such sample must not stall a
+# rollout. Text whose matching exceeds the timeout is treated as having no usable answer.
+import regex
+
+PARSE_TIMEOUT_S = 0.05
 DEFAULT_ACTION_PATTERN = r"<answer>(.*?)</answer>"
 THINK_ACTION_PATTERN = r"<think>(.*?)</think>\s*<answer>(.*?)</answer>"
 
@@ -50,11 +58,11 @@ def strip_special_tokens(text: str, extra_tokens: Iterable[str] = ()) -> str:
 
 
 @lru_cache(maxsize=64)
-def compile_action_pattern(pattern: str) -> re.Pattern:
+def compile_action_pattern(pattern: str) -> "regex.Pattern":
     """Compile a user's action regex once; DOTALL because thoughts and answers span lines."""
     try:
-        return re.compile(pattern, re.DOTALL)
-    except re.error as exc:
+        return regex.compile(pattern, regex.DOTALL | regex.VERSION0)
+    except regex.error as exc:
         raise ValueError(f"action_pattern {pattern!r} is not a valid regular expression: {exc}") from exc
 
 
@@ -67,20 +75,24 @@ def parse_model_text(text: object, pattern: str, extra_special_tokens: Iterable[
     """
     if not isinstance(text, str):
         return ParsedText(None, None, f"expected text, got {type(text).__name__}")
-    regex = compile_action_pattern(pattern)
+    pattern_re = compile_action_pattern(pattern)
     cleaned = strip_special_tokens(text, tuple(extra_special_tokens))
-    matches = list(regex.finditer(cleaned))
+    try:
+        # two matches already make the text ambiguous: no need to scan further
+        matches = list(itertools.islice(pattern_re.finditer(cleaned, timeout=PARSE_TIMEOUT_S), 2))
+    except TimeoutError:
+        return ParsedText(None, None, f"matching action_pattern took over {PARSE_TIMEOUT_S * 1000:.0f} ms")
     if not matches:
         return ParsedText(None, None, "no match for action_pattern")
     if len(matches) > 1:
-        return ParsedText(None, None, f"{len(matches)} matches for action_pattern; expected exactly one")
+        return ParsedText(None, None, "more than one match for action_pattern; expected exactly one")
     match = matches[0]
     named = match.groupdict()
     if "answer" in named:
         think, answer = named.get("think"), named["answer"]
-    elif regex.groups >= 2:
-        think, answer = match.group(1), match.group(regex.groups)
-    elif regex.groups == 1:
+    elif pattern_re.groups >= 2:
+        think, answer = match.group(1), match.group(pattern_re.groups)
+    elif pattern_re.groups == 1:
         think, answer = None, match.group(1)
     else:
         think, answer = None, match.group(0)
