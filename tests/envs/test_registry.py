@@ -134,3 +134,11 @@ def test_config_object_and_kwargs_are_exclusive():
     with pytest.raises(TypeError, match="either a config"):
         FrozenLakeEnv(FrozenLakeEnvConfig(), size=5)
     assert FrozenLakeEnv(size=5).config.size == 5
+
+
+def test_reset_accepts_numpy_integers_as_the_same_seed_and_refuses_other_types():
+    np = pytest.importorskip("numpy")
+    env = make_env("sokoban")
+    assert env.reset(seed=np.int64(17))[0] == env.reset(seed=17)[0]
+    with pytest.raises(TypeError, match="needs an int"):
+        env.reset(seed="17")

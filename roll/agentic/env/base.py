@@ -8,6 +8,7 @@ answers are legal, and what a legal answer does.
 
 from __future__ import annotations
 
+import numbers
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -227,8 +228,9 @@ class BaseEnv(ABC):
         episode in any process; ``seed=None`` draws one (reported in ``info["seed"]``)."""
         if seed is None:
             seed = random.SystemRandom().randrange(2**63)
-        elif isinstance(seed, bool) or not isinstance(seed, int):
+        elif isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"reset(seed=...) needs an int or None, got {seed!r}")
+        seed = int(seed)  # numpy integers from a seed schedule hash like the same Python int
         self.seed = seed
         self.num_turns = 0
         # Salted, so that a policy seeded with the same int does not replay the env's own draws
