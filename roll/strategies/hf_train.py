@@ -50,7 +50,7 @@ def build_model(model_path: str, kind: str, model_args: ModelArgs) -> nn.Module:
     if model_args.lora_rank:
         model = apply_lora(model, model_args, kind)
     if not model_args.disable_gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         if model_args.lora_rank:
             model.enable_input_require_grads()
     return model
