@@ -142,3 +142,11 @@ def test_reset_accepts_numpy_integers_as_the_same_seed_and_refuses_other_types()
     assert env.reset(seed=np.int64(17))[0] == env.reset(seed=17)[0]
     with pytest.raises(TypeError, match="needs an int"):
         env.reset(seed="17")
+
+
+def test_make_env_config_validates_values_for_a_config_checker():
+    from roll.agentic.env import make_env_config
+
+    assert make_env_config("sokoban", dim_x=5, dim_y=7).dim_room == (5, 7)
+    with pytest.raises(ValueError, match=r"env_type 'sokoban': env_config\.dim_x"):
+        make_env_config("sokoban", dim_x=5)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import Counter
 from typing import Optional
@@ -109,8 +108,10 @@ class CountdownEnv(BaseEnv):
     def random_answer(self, rng: random.Random) -> str:
         """A well-formed expression over the numbers in random order with + - * (never / 0)."""
         order = rng.sample(self.numbers, len(self.numbers))
-        ops = [rng.choice("+-*") for _ in order[1:]]
-        return " ".join(itertools.chain.from_iterable(zip(map(str, order), ops + [""]))).strip()
+        parts = [str(order[0])]
+        for number in order[1:]:
+            parts += [rng.choice("+-*"), str(number)]
+        return " ".join(parts)
 
     def optimal_answer(self) -> Optional[str]:
         return self.solution or None

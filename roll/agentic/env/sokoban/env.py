@@ -9,11 +9,9 @@ from roll.agentic.env.base import BaseEnv, StepOutcome
 from roll.agentic.env.sokoban.config import (
     BOX,
     BOX_ON_TARGET,
-    EMPTY,
     PLAYER,
     PLAYER_ON_TARGET,
     TARGET,
-    WALL,
     SokobanEnvConfig,
 )
 from roll.agentic.env.sokoban.room import generate_room, push, solve
@@ -90,7 +88,7 @@ class SokobanEnv(BaseEnv):
                 elif i in self.boxes:
                     row.append(BOX_ON_TARGET if on_target else BOX)
                 else:
-                    row.append({WALL: WALL, EMPTY: EMPTY, TARGET: TARGET}[self.fixed[i]])
+                    row.append(self.fixed[i])  # fixed cells use the same codes: wall, empty, target
             grid.append(row)
         return grid
 

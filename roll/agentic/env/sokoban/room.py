@@ -169,7 +169,7 @@ def solve(
     dead = _dead_cells(fixed, cols)
     start = (player, boxes)
     parent: dict[tuple[int, frozenset[int]], Optional[tuple[tuple[int, frozenset[int]], int]]] = {start: None}
-    if boxes_solved(boxes, targets):
+    if boxes == targets:
         return []
     frontier, depth = deque([start]), 0
     while frontier:
@@ -185,15 +185,11 @@ def solve(
                 if child in parent:
                     continue
                 parent[child] = (state, direction)
-                if moved[2] is not None and boxes_solved(moved[1], targets):
+                if moved[2] is not None and moved[1] == targets:
                     return _path(parent, child)
                 next_frontier.append(child)
         frontier, depth = next_frontier, depth + 1
     return None
-
-
-def boxes_solved(boxes: frozenset[int], targets: frozenset[int]) -> bool:
-    return boxes == targets
 
 
 def _path(parent: dict, state: tuple[int, frozenset[int]]) -> list[int]:
