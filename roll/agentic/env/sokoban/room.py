@@ -88,30 +88,37 @@ def _reverse_search(
     returned position (player, boxes, k) is solvable in k <= ``depth`` moves and in no fewer. It is
     drawn from the deeper half of the layers that hold positions with every box off its target, so
     rooms are neither trivial nor all of one length."""
-    floor = [i for i, cell in enumerate(fixed) if cell != WALL]
-    layer = [(p, targets) for p in floor if p not in targets]
+    # A position is one int, boxes bitmask << shift | player: hashing and copying ints is several
+    # times faster than (player, frozenset) tuples, and this loop is the generator's whole cost.
+    shift = len(fixed).bit_length()
+    player_mask = (1 << shift) - 1
+    target_bits = sum(1 << t for t in targets)
+    wall = [cell == WALL for cell in fixed]
+    layer = [target_bits << shift | p for p, is_wall in enumerate(wall) if not is_wall and p not in targets]
     seen = set(layer)
-    layers: list[list[tuple[int, frozenset[int]]]] = []
+    layers: list[list[int]] = []
     steps = deltas(cols)
     for _ in range(depth):
         if len(seen) > MAX_SEARCH_STATES:
             break
         nxt_layer = []
-        for player, boxes in layer:
+        for state in layer:
+            player, boxes = state & player_mask, state >> shift
             for step in steps:
                 nxt = player + step
-                if fixed[nxt] == WALL or nxt in boxes:
+                if wall[nxt] or boxes >> nxt & 1:
                     continue
-                children = [(nxt, boxes)]
-                if player - step in boxes:  # pull the box behind the player
-                    children.append((nxt, (boxes - {player - step}) | {player}))
+                children = [boxes << shift | nxt]
+                behind = player - step
+                if boxes >> behind & 1:  # pull the box behind the player onto the player's cell
+                    children.append((boxes ^ (1 << behind) | (1 << player)) << shift | nxt)
                 for child in children:
                     if child not in seen:
                         seen.add(child)
                         nxt_layer.append(child)
         if not nxt_layer:
             break
-        layers.append([state for state in nxt_layer if not (state[1] & targets)])
+        layers.append([state for state in nxt_layer if not (state >> shift) & target_bits])
         layer = nxt_layer
     deepest = max((k for k, states in enumerate(layers) if states), default=None)
     if deepest is None:
@@ -119,8 +126,9 @@ def _reverse_search(
     chosen = rng.randrange(deepest // 2, deepest + 1)
     while not layers[chosen]:
         chosen += 1
-    player, boxes = rng.choice(layers[chosen])
-    return player, boxes, chosen + 1
+    state = rng.choice(layers[chosen])
+    boxes = frozenset(i for i in range(len(fixed)) if state >> shift >> i & 1)
+    return state & player_mask, boxes, chosen + 1
 
 
 def generate_room(rows: int, cols: int, num_boxes: int, depth: int, rng: random.Random) -> Room:
