@@ -118,7 +118,7 @@ def _check_ranges(config: "AgenticConfig") -> None:
 
 
 def _check_custom_envs(config: "AgenticConfig") -> None:
-    from roll.agentic.env import get_env_config_cls, list_env_types
+    from roll.agentic.env import get_env_config_cls, list_env_types, make_env_config
 
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
@@ -135,6 +135,10 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
                     f"{where}.env_config.{key}: unknown key for env_type {spec.env_type!r} "
                     f"({config_cls.__name__}).{did_you_mean(key, valid)} Valid keys: {', '.join(sorted(valid))}."
                 )
+        try:  # values too: ranges, symbol tables, action regexes
+            make_env_config(spec.env_type, **spec.env_config)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{where}.env_config: {error}") from None
 
 
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:

@@ -104,3 +104,8 @@ def test_launcher_fails_fast_before_ray_starts():
     assert "Did you mean 'seed'" in result.stderr
     assert "Ray" not in result.stdout + result.stderr.replace("Did you mean", "")
     assert time.monotonic() - start < 60
+
+
+def test_bad_env_config_value_names_the_env_and_key():
+    message = load_error("custom_envs.FrozenLakeCPU.env_config.p=1.5")
+    assert "custom_envs.FrozenLakeCPU.env_config" in message and "p" in message

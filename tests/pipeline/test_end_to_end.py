@@ -30,12 +30,12 @@ def overrides(model_dir: Path, work: Path, max_steps: int, **extra: str) -> list
     values = {
         "pretrain": str(model_dir), "exp_name": "e2e", "max_steps": str(max_steps), "save_steps": "1", "eval_steps": "2",
         "output_dir": str(work / "out"), "logging_dir": str(work / "logs"), "tracker_kwargs.log_dir": str(work / "tb"),
-        "track_with": "stdout,tensorboard", "rollout_batch_size": "8", "val_batch_size": "4", "sequence_length": "512",
+        "track_with": "'stdout,tensorboard'", "rollout_batch_size": "8", "val_batch_size": "4", "sequence_length": "512",
         "train_env_manager.num_env_groups": "2", "train_env_manager.group_size": "4",
         "val_env_manager.num_env_groups": "4", "custom_envs.FrozenLakeCPU.max_steps": "3",
         "custom_envs.FrozenLakeCPU.max_tokens_per_step": "8", "actor_infer.generating_args.max_new_tokens": "8",
         "actor_train.training_args.per_device_train_batch_size": "4", "actor_train.training_args.gradient_accumulation_steps": "2",
-        "sft_warmup.steps": "1", "sft_warmup.episodes_per_step": "4",
+        "sft_warmup.steps": "0", "sft_warmup.episodes_per_step": "4",
     }
     values.update(extra)
     return [f"{k}={v}" for k, v in values.items()]
@@ -116,11 +116,10 @@ def test_kill_during_step_three_then_resume(tiny_model_dir, work):
     while not checkpoint_2.is_file():
         assert process.poll() is None, sorted(work.glob("launch_*.log"))[-1].read_text()[-4000:]
         assert time.monotonic() < deadline, "no checkpoint-2 in time"
-        time.sleep(0.2)
-    time.sleep(1.0)  # now inside step 3
-    os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # step 3 starts as soon as checkpoint-2 is committed
     process.wait()
-    assert not (work / "out" / "checkpoints" / "checkpoint-4").exists()
+    assert not (work / "out" / "checkpoints" / "checkpoint-3").exists(), "the kill came after step 3"
 
     output = run_to_end(overrides(tiny_model_dir, work, max_steps=4, eval_steps="0", resume_from_checkpoint="true"), work)
     assert "continuing at step 3" in output

@@ -47,7 +47,9 @@ def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -
     kl = None
     if "ref_logprobs" in batch:
         kl = kl_penalty(batch["old_logprobs"], batch["ref_logprobs"], config.kl_penalty) * mask
-        metrics["critic/kl"] = float(masked_mean(kl, mask))
+        # The batch mean of each trajectory's mean KL: what the adaptive KL controller steers (docs/algorithms.md).
+        has_response = mask.sum(-1) > 0
+        metrics["critic/kl"] = float(masked_mean(kl, mask, dim=-1)[has_response].mean()) if has_response.any() else 0.0
     use_kl_reward = config.add_token_level_kl and kl is not None
     token_rewards = token_level_rewards(rewards, mask, kl if use_kl_reward else None, kl_coef if use_kl_reward else 0.0)
     if config.whiten_rewards:

@@ -110,9 +110,9 @@ class AgenticPipeline:
                             "ref_logprobs", "advantages", "returns", "values") if k in batch.tensors]
         train_batch = batch.select(keys)
         if self.critic is not None:
-            metrics.update(_mean_metrics(self.critic.dispatch_batch("train_step", train_batch, loss_config(self.config, self.config.critic))))
+            metrics.update(_mean_metrics(self.critic.dispatch_batch("train_step", train_batch, loss_cfg=loss_config(self.config, self.config.critic))))
         if step > self.config.critic_warmup:
-            metrics.update(_mean_metrics(self.actor_train.dispatch_batch("train_step", train_batch, loss_config(self.config, self.config.actor_train))))
+            metrics.update(_mean_metrics(self.actor_train.dispatch_batch("train_step", train_batch, loss_cfg=loss_config(self.config, self.config.actor_train))))
         return metrics
 
     def sft_warmup(self) -> None:
@@ -132,8 +132,8 @@ class AgenticPipeline:
         self.actor_train.execute_all("save_checkpoint", str(staging / "actor_train"))
         if self.critic is not None:
             self.critic.execute_all("save_checkpoint", str(staging / "critic"))
-        state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history,
-                 "train_rollout": self.train_rollout.get_state()}
+        # Rollout seeds derive from the step number, so the step is all the rollout state there is.
+        state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history}
         path = checkpoints.commit(staging, state)
         logger.info("saved checkpoint %s", path)
 
@@ -144,7 +144,6 @@ class AgenticPipeline:
             self.critic.execute_all("load_checkpoint", str(path / "critic"))
         self.step, self.kl_ctrl.value = state["step"], state["kl_coef"]
         self.val_history = state["val_history"]
-        self.train_rollout.set_state(state["train_rollout"])
         logger.info("resumed from %s: continuing at step %d", path, self.step + 1)
 
     def finish(self) -> dict[str, float]:

@@ -1,0 +1,42 @@
+"""A supervised step for the actor (the SFT warm-up before RL, see pipeline/agentic/sft_warmup.py).
+
+It minimises the mean negative log-likelihood of the response tokens with its own AdamW, so the RL
+optimizer's moments and the lr schedule start untouched when RL begins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from roll.algorithms import logprobs_for_input_ids
+from roll.data.batch import Batch
+
+
+def sft_step(worker, batch: Batch, learning_rate: float, max_grad_norm: float | None = 1.0) -> dict[str, float]:
+    """One optimizer step of token-mean NLL over `batch`'s response tokens on this rank (and its peers)."""
+    strategy = worker.strategy
+    params = [p for p in strategy.model.parameters() if p.requires_grad]
+    optimizer = getattr(worker, "_sft_optimizer", None)
+    if optimizer is None or optimizer.param_groups[0]["lr"] != learning_rate:
+        optimizer = worker._sft_optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
+    strategy.model.train()
+    mask = batch.tensors["response_mask"]
+    (num_tokens,) = strategy.all_reduce([float((mask != 0).sum())])
+    total = 0.0
+    for mb, weight in worker.plan_micro_batches(batch, train=True):
+        logits = strategy.forward(mb)
+        logprobs = mb.unpack(logprobs_for_input_ids(logits, mb.input_ids.to(logits.device)))
+        token_mask = mb.gather(mask).to(logprobs.device).float()
+        loss = -(logprobs * token_mask).sum() / max(num_tokens, 1.0)
+        strategy.backward(loss * weight)
+        total += float(loss.detach()) * weight
+    limit = max_grad_norm if max_grad_norm and max_grad_norm > 0 else math.inf
+    norm = torch.nn.utils.clip_grad_norm_(params, limit)
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    (loss_sum,) = strategy.all_reduce([total])
+    return {"sft/loss": loss_sum, "sft/grad_norm": float(norm), "sft/tokens": num_tokens}
