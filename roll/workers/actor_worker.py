@@ -13,6 +13,7 @@ from roll.algorithms import entropy_for_input_ids, entropy_loss, kl_loss, logpro
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
 from roll.workers.base_worker import LossConfig, TrainWorker
+from roll.workers.sft import sft_step
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "old_logprobs", "advantages")
 
@@ -43,6 +44,10 @@ class ActorWorker(TrainWorker):
         if missing:
             raise ValueError(f"ActorWorker.train_step needs batch tensors {missing} (it has {sorted(batch.tensors)})")
         return self.run_train_step(batch, cfg)
+
+    def sft_step(self, batch: Batch, learning_rate: float, max_grad_norm: float | None = 1.0) -> dict[str, float]:
+        """One supervised step (token-mean NLL of the response tokens) for the SFT warm-up; see roll/workers/sft.py."""
+        return sft_step(self, batch, learning_rate, max_grad_norm)
 
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
