@@ -35,7 +35,7 @@ def overrides(model_dir: Path, work: Path, max_steps: int, **extra: str) -> list
         "val_env_manager.num_env_groups": "4", "custom_envs.FrozenLakeCPU.max_steps": "3",
         "custom_envs.FrozenLakeCPU.max_tokens_per_step": "8", "actor_infer.generating_args.max_new_tokens": "8",
         "actor_train.training_args.per_device_train_batch_size": "4", "actor_train.training_args.gradient_accumulation_steps": "2",
-        "sft_warmup.steps": "0", "sft_warmup.episodes_per_step": "4",
+        "sft_warmup.steps": "1", "sft_warmup.episodes_per_step": "4",
     }
     values.update(extra)
     return [f"{k}={v}" for k, v in values.items()]
