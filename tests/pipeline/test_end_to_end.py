@@ -26,7 +26,7 @@ REQUIRED_METRICS = (
 )
 
 
-def overrides(model_dir: Path, work: Path, max_steps: int, **extra: str) -> list[str]:
+def overrides(model_dir: Path, work: Path, max_steps: int, extra: dict[str, str] | None = None, **named: str) -> list[str]:
     values = {
         "pretrain": str(model_dir), "exp_name": "e2e", "max_steps": str(max_steps), "save_steps": "1", "eval_steps": "2",
         "output_dir": str(work / "out"), "logging_dir": str(work / "logs"), "tracker_kwargs.log_dir": str(work / "tb"),
@@ -37,7 +37,8 @@ def overrides(model_dir: Path, work: Path, max_steps: int, **extra: str) -> list
         "actor_train.training_args.per_device_train_batch_size": "4", "actor_train.training_args.gradient_accumulation_steps": "2",
         "sft_warmup.steps": "1", "sft_warmup.episodes_per_step": "4",
     }
-    values.update(extra)
+    values.update(named)
+    values.update(extra or {})
     return [f"{k}={v}" for k, v in values.items()]
 
 
@@ -125,3 +126,25 @@ def test_kill_during_step_three_then_resume(tiny_model_dir, work):
     assert "continuing at step 3" in output
     steps = [r["step"] for r in read_metrics(work) if "actor/pg_loss" in r]
     assert steps == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("config_name", ["agent_ppo_frozen_lake", "agent_reinforce_pp_frozen_lake"])
+def test_ppo_and_reinforce_pp_examples_train_a_step(tiny_model_dir, work, config_name):
+    """The PPO example trains a critic and uses a reference (token-level KL); Reinforce++ uses a KL loss."""
+    ppo = config_name == "agent_ppo_frozen_lake"
+    extra = {"sft_warmup.steps": "0", "critic_warmup": "0"}
+    if ppo:  # one env per group: the critic is the baseline
+        extra.update({"train_env_manager.num_env_groups": "8", "train_env_manager.group_size": "1",
+                      "critic.training_args.per_device_train_batch_size": "4",
+                      "critic.training_args.gradient_accumulation_steps": "2"})
+    args = overrides(tiny_model_dir, work, max_steps=1, extra=extra, eval_steps="0")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(work / "ray")}
+    result = subprocess.run([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
+                             "--config-name", config_name, *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                            text=True, timeout=420)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (row,) = [r for r in read_metrics(work) if "actor/pg_loss" in r]
+    assert "actor/kl_loss" in row and "critic/kl" in row
+    if config_name.startswith("agent_ppo"):
+        assert "critic/vf_loss" in row and "critic/values/mean" in row
+        assert (work / "out" / "checkpoints" / "checkpoint-1" / "critic").is_dir()
