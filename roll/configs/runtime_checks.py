@@ -32,6 +32,8 @@ def strategy_problem(strategy: str, cuda: bool) -> str | None:
                     f"(transformers, runs on CPU), as the CPU example does: {CPU_EXAMPLE}")
         if importlib.util.find_spec(strategy) is None:
             return f"{strategy} is not installed: pip install 'roll[gpu]' (or pip install {strategy}), or use strategy_name: hf_infer."
+        return (f"roll has no {strategy} adapter yet: use strategy_name: hf_infer, which generates with transformers "
+                f"on the GPU too (token ids and log-probs exactly as training sees them).")
     if strategy == "deepspeed_train":
         if importlib.util.find_spec("deepspeed") is None:
             return "deepspeed_train needs DeepSpeed, which is not installed: pip install deepspeed, or use strategy_name: fsdp2_train (PyTorch FSDP2, no extra package)."

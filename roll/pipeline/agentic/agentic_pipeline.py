@@ -7,11 +7,13 @@ log-probs and values, train on a batch, save and load.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
 
 import torch
+from tqdm import tqdm
 
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
@@ -26,7 +28,7 @@ from roll.pipeline.agentic.pipeline_parts import (
     summary_table,
     val_metrics,
 )
-from roll.utils.tracking import Tracker
+from roll.utils.tracking import Tracker, headline
 
 logger = logging.getLogger("roll.pipeline")
 
@@ -52,6 +54,8 @@ class AgenticPipeline:
         config = self.config
         if self.step == 0 and config.sft_warmup.steps > 0:
             self.sft_warmup()
+        progress = tqdm(total=config.max_steps, initial=self.step, desc="steps", unit="step",
+                        disable=not sys.stderr.isatty(), dynamic_ncols=True)
         for step in range(self.step + 1, config.max_steps + 1):
             metrics: dict[str, float] = {}
             with self.timer(metrics, "time/step_total"):
@@ -74,9 +78,12 @@ class AgenticPipeline:
             metrics["system/samples"] = float(len(batch))
             self.step = step
             self.tracker.log(metrics, step)
+            progress.update(1)
+            progress.set_postfix_str(headline(metrics), refresh=False)
             save_trajectories(batch, self.config.logging_dir, step)
             if step % config.save_steps == 0 or step == config.max_steps:
                 self.save_checkpoint()
+        progress.close()
         return self.finish()
 
     # --- the steps ---------------------------------------------------------------------------
