@@ -79,6 +79,9 @@ def sample_tokens(logits: torch.Tensor, params: list[dict], generators: list[tor
     return tokens, logp.gather(1, tokens[:, None])[:, 0]
 
 
+MIN_SHARED_PREFIX = 16  # shorter shared prefixes are not worth a copy
+
+
 class DecodeEngine:
     """Serves generation requests from many threads; call `start()` for the background loop, or drive
     it with `step()` from one thread."""
@@ -100,6 +103,7 @@ class DecodeEngine:
         self.weight_version = 0
         self.stats = {"prefill_tokens": 0, "cached_tokens": 0, "decode_tokens": 0, "prefill_s": 0.0, "decode_s": 0.0}
         self._anon = itertools.count()
+        self._stale: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -132,18 +136,25 @@ class DecodeEngine:
         return [self._result(s) for s in seqs]
 
     def release(self, session_ids: list[str]) -> None:
-        """Frees the slots of finished episodes (their keys/values are no longer needed)."""
+        """Marks finished episodes: their slots are the first to be reused, and until then their
+        keys/values still serve as shared prefixes for new episodes."""
         with self.lock:
             for sid in session_ids:
                 sess = self.sessions.get(sid)
                 if sess is not None and not sess.busy:
                     del self.sessions[sid]
-                    self.free_slots.append(sess.slot)
+                    retired = f"__retired_{next(self._anon)}"
+                    self.sessions[retired] = sess
+                    self.sessions.move_to_end(retired, last=False)  # evicted first
 
     def reset_cache(self, weight_version: int | None = None) -> None:
         """Drops every idle session's cache (after a weight update the stored keys/values are stale)."""
         with self.lock:
-            self.release([sid for sid, s in self.sessions.items() if not s.busy])
+            for sid, sess in list(self.sessions.items()):
+                if sess.busy:
+                    self._stale.add(sid)  # mid-generation: dropped when it finishes
+                else:
+                    self.free_slots.append(self.sessions.pop(sid).slot)
             if weight_version is not None:
                 self.weight_version = weight_version
 
@@ -190,6 +201,9 @@ class DecodeEngine:
             logits = self.forward.prefill(self.cache, chunks)
             self.stats["prefill_s"] += time.perf_counter() - t0
             self.stats["prefill_tokens"] += sum(len(c[2]) for c in chunks)
+            with self.lock:
+                for s in admitted:
+                    self.sessions[s.session_id].ids = s.prompt
             self._append(admitted, logits)
         # every unfinished sequence feeds its newest token (newly admitted ones got theirs from prefill)
         fed = [s for s in self.running if s.finish_reason is None]
@@ -214,27 +228,53 @@ class DecodeEngine:
             if not room or (sess is not None and sess.busy):
                 keep.append(s)
                 continue
+            own = _common_prefix(sess.ids, s.prompt) if sess is not None else 0
+            donor, shared = self._best_donor(s.prompt, exclude=s.session_id)
+            donor_slot = self.sessions[donor].slot if donor is not None else -1  # before any eviction below
+            # a prompt whose shared prefix is being prefilled this very step waits one step, then copies it
+            in_flight = max((_common_prefix(a.prompt, s.prompt) for a in admitted), default=0)
+            if in_flight >= max(own, shared) + MIN_SHARED_PREFIX:
+                keep.append(s)
+                continue
             if sess is None:
                 sess = self._new_session(s.session_id)
                 if sess is None:  # every slot is busy: wait for one to finish
                     keep.append(s)
                     continue
-            reuse = _common_prefix(sess.ids, s.prompt)
-            reuse = min(reuse, len(s.prompt) - 1)  # the last prompt token must run to give the first logits
+            reuse = min(max(own, shared), len(s.prompt) - 1)  # the last prompt token must run for the first logits
             new = len(s.prompt) - reuse
             if admitted and new > budget:
                 keep.append(s)
                 continue
             budget -= new
+            self.cache.ensure(sess.slot + 1, len(s.prompt) + int(s.request.get("max_new_tokens", 128)) + 1)
+            if shared > own and reuse > own:
+                self._copy_prefix(donor_slot, sess.slot, reuse)
             s.start = reuse
             sess.busy, sess.ids = True, s.prompt[:reuse]
             self.sessions.move_to_end(s.session_id)
-            self.cache.ensure(sess.slot + 1, len(s.prompt) + int(s.request.get("max_new_tokens", 128)) + 1)
             self.stats["cached_tokens"] += reuse
             admitted.append(s)
         self.waiting = keep
         self.running.extend(admitted)
         return admitted
+
+    def _best_donor(self, prompt: list[int], exclude: str) -> tuple[str | None, int]:
+        """The session whose stored tokens share the longest prefix with `prompt` (prefix caching:
+        envs of one task share the system prompt and instruction; a GRPO group shares the whole
+        first prompt). Keys/values of a prefix do not depend on what follows, so a copy is exact."""
+        best, best_len = None, 0
+        for sid, sess in self.sessions.items():
+            if sid != exclude and sess.ids and sess.ids[0] == prompt[0]:
+                n = _common_prefix(sess.ids, prompt)
+                if n > best_len:
+                    best, best_len = sid, n
+        return best, (best_len if best_len >= MIN_SHARED_PREFIX else 0)
+
+    def _copy_prefix(self, src: int, dst: int, length: int) -> None:
+        for buffers in (self.cache.k, self.cache.v):
+            for layer in buffers:
+                layer[dst, :, :length] = layer[src, :, :length]
 
     def _new_session(self, sid: str) -> _Session | None:
         if not self.free_slots:
@@ -266,7 +306,10 @@ class DecodeEngine:
         sess = self.sessions[s.session_id]
         sess.ids = s.prompt + s.output_ids[:-1]
         sess.busy = False
-        if s.session_id.startswith("__anon_"):
+        if s.session_id in self._stale:
+            self._stale.discard(s.session_id)
+            self.free_slots.append(self.sessions.pop(s.session_id).slot)
+        elif s.session_id.startswith("__anon_"):
             self.release([s.session_id])
         s.done.set()
 
@@ -292,10 +335,12 @@ class DecodeEngine:
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    """Length of the common prefix, by bisection over C-speed slice comparisons."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -62,8 +62,8 @@ class RolloutScheduler:
                  tokenizer_path: str, infer: Any = None, proxy: dict[str, Any] | None = None, mode: str = "train",
                  executor: str = "ray", env_timeout_s: float | None = 60.0, generation_timeout_s: float | None = 600.0,
                  max_failures: int | None = None, worker_threads: int = 1) -> None:
-        """infer: the inference workers (Ray actor handles, local InferWorkers, or a Cluster with a
-        `workers` list); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …})."""
+        """infer: the inference workers (a roll Cluster of InferWorkers, Ray actor handles, or local
+        InferWorkers); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …})."""
         if mode not in ("train", "val"):
             raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
         if executor not in ("ray", "local"):
@@ -77,10 +77,14 @@ class RolloutScheduler:
         self.group_order = round_robin_by_tag(self.group_tags)
         self.max_failures = max_failures
         if proxy is None:
-            workers = getattr(infer, "workers", infer)
+            workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
             if not workers:
                 raise ValueError("RolloutScheduler needs inference workers (infer=...) or an LLM proxy spec (proxy=...)")
             proxy = {"type": "policy", "workers": list(workers), "timeout_s": generation_timeout_s}
+            remote = [hasattr(getattr(w, "call", getattr(w, "generate", None)), "remote") for w in workers]
+            if executor == "ray" and not all(remote):
+                raise ValueError("in-process inference workers cannot be shared with Ray env workers; "
+                                 "use executor='local' for the rollout, or Ray actors for inference")
         from transformers import AutoTokenizer
 
         self.pad_token_id = AutoTokenizer.from_pretrained(tokenizer_path).pad_token_id or 0
