@@ -32,6 +32,7 @@ FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, s
 
 class FSDP2TrainStrategy(HFTrainStrategy):
     name = "fsdp2_train"
+    fused_optimizer = False
 
     def setup_distributed(self, dist_addr: tuple[str, int] | None) -> None:
         if self.model_args.lora_rank:

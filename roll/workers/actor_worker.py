@@ -7,6 +7,7 @@ worker config), so their log-probs agree to float precision whatever the layout.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from roll.algorithms import entropy_for_input_ids, entropy_loss, kl_loss, logprobs_for_input_ids, ppo_policy_loss
@@ -22,12 +23,15 @@ class ActorWorker(TrainWorker):
     kind = "causal_lm"
     prefix = "actor"
 
-    def _outputs(self, mb: MicroBatch, with_entropy: bool) -> dict[str, Tensor]:
+    def _outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False) -> dict[str, Tensor]:
         logits = self.strategy.forward(mb)
         input_ids = mb.input_ids.to(logits.device)
         out = {"logprobs": mb.unpack(logprobs_for_input_ids(logits, input_ids))}
         if with_entropy:
-            out["entropy"] = mb.unpack(entropy_for_input_ids(logits))
+            # Without an entropy loss the entropy is only a metric: no graph, no second pass over the
+            # logits in backward.
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                out["entropy"] = mb.unpack(entropy_for_input_ids(logits))
         return out
 
     def compute_log_probs(self, batch: Batch, with_entropy: bool = False) -> Batch:
@@ -52,7 +56,7 @@ class ActorWorker(TrainWorker):
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
-        out = self._outputs(mb, with_entropy=True)
+        out = self._outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef))
         logprobs, entropy = out["logprobs"], out["entropy"]
         device = logprobs.device
 
