@@ -18,6 +18,7 @@ temperature / top-k / top-p), which is what the trainer recomputes.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -26,7 +27,10 @@ from typing import Any, Callable
 
 import torch
 
-from roll.strategies.kv_forward import LeanForward
+from roll.strategies.hf_cache_forward import HFCacheForward
+from roll.strategies.kv_forward import LeanForward, lean_forward_unsupported_reason
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -89,7 +93,11 @@ class DecodeEngine:
     def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], decode_text: Callable[[list[int]], str],
                  max_batch_size: int = 64, max_prefill_tokens: int = 4096, max_sessions: int = 64,
                  seed: int = 0) -> None:
-        self.forward = LeanForward(model.eval())
+        model.eval()
+        reason = lean_forward_unsupported_reason(model)
+        if reason:
+            logger.warning("hf_infer: %s; using the slower one-sequence-at-a-time transformers path", reason)
+        self.forward = HFCacheForward(model) if reason else LeanForward(model)
         self.eos = set(int(t) for t in eos_token_ids)
         self.decode_text = decode_text
         self.max_batch_size, self.max_prefill_tokens, self.max_sessions = max_batch_size, max_prefill_tokens, max_sessions
@@ -272,9 +280,7 @@ class DecodeEngine:
         return best, (best_len if best_len >= MIN_SHARED_PREFIX else 0)
 
     def _copy_prefix(self, src: int, dst: int, length: int) -> None:
-        for buffers in (self.cache.k, self.cache.v):
-            for layer in buffers:
-                layer[dst, :, :length] = layer[src, :, :length]
+        self.cache.copy_prefix(src, dst, length)
 
     def _new_session(self, sid: str) -> _Session | None:
         if not self.free_slots:

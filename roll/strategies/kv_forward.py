@@ -77,6 +77,11 @@ class SlotKVCache:
                     buffers.append(fresh)
         self.slots, self.capacity = new_slots, new_cap
 
+    def copy_prefix(self, src: int, dst: int, length: int) -> None:
+        for buffers in (self.k, self.v):
+            for layer in buffers:
+                layer[dst, :, :length] = layer[src, :, :length]
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 

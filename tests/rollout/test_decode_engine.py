@@ -80,3 +80,31 @@ def test_sampling_rules_and_stop_strings(tiny_model_dir):
     b = strategy.generate([{**_req(prompt, n=8), "do_sample": True, "temperature": 1.0, "seed": 7}])[0]
     assert a["output_ids"] == b["output_ids"]  # a request's seed makes its sampling reproducible
     strategy.shutdown()
+
+
+def test_an_architecture_off_the_lean_path_falls_back_and_stays_exact(tmp_path):
+    from transformers import Qwen3Config
+
+    from roll.models.tiny import build_tokenizer
+
+    tok = build_tokenizer("qwen2")
+    config = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    strategy = HFInferStrategy(tmp_path)  # q/k norms: not on the lean path
+    assert type(strategy.engine.forward).__name__ == "HFCacheForward"
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    prompt = tok.encode("Turn 1: Observation: _ _ O G")
+    first = strategy.generate([_req(prompt, session_id="a")])[0]
+    turn2 = prompt + first["output_ids"] + tok.encode(" Observation: P _ O G")
+    second = strategy.generate([_req(turn2, session_id="a"), _req(turn2, session_id="b")])
+    strategy.shutdown()
+    assert second[0]["cached_tokens"] > 0 and second[0]["output_ids"] == second[1]["output_ids"]
+    full = torch.tensor([turn2 + second[0]["output_ids"]])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(full).logits[0].float(), -1)
+    ref = logp[len(turn2) - 1 : -1].gather(1, full[0, len(turn2):, None])[:, 0]
+    assert torch.allclose(torch.tensor(second[0]["logprobs"]), ref, atol=1e-4)

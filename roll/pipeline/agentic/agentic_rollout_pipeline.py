@@ -70,10 +70,9 @@ class AgenticRolloutPipeline:
         infer = Cluster("actor_infer", InferWorker, cfg.actor_infer, executor=executor, threads_per_worker=threads,
                         model_path=model_path, seed=cfg.seed)
         n = cfg.val_batch_size if mode == "val" and cfg.val_batch_size else env_manager.num_env_groups * env_manager.group_size
-        if env_manager.generating_args is None:
-            env_manager.generating_args = cfg.actor_infer.generating_args
         scheduler = RolloutScheduler(env_manager, cfg.custom_envs, cfg.sequence_length, cfg.seed, model_path,
-                                     infer=infer, mode=mode, executor=executor)
+                                     infer=infer, mode=mode, executor=executor,
+                                     generating_args=cfg.actor_infer.generating_args)
         try:
             start = time.perf_counter()
             batch = scheduler.get_batch(n, step=0)

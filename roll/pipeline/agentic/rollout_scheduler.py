@@ -61,9 +61,10 @@ class RolloutScheduler:
     def __init__(self, env_manager_config: Any, custom_envs: dict[str, Any], sequence_length: int, seed: int,
                  tokenizer_path: str, infer: Any = None, proxy: dict[str, Any] | None = None, mode: str = "train",
                  executor: str = "ray", env_timeout_s: float | None = 60.0, generation_timeout_s: float | None = 600.0,
-                 max_failures: int | None = None, worker_threads: int = 1) -> None:
+                 max_failures: int | None = None, worker_threads: int = 1, generating_args: Any = None) -> None:
         """infer: the inference workers (a roll Cluster of InferWorkers, Ray actor handles, or local
-        InferWorkers); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …})."""
+        InferWorkers); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …}).
+        generating_args: used when the env manager config has none (pass actor_infer's)."""
         if mode not in ("train", "val"):
             raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
         if executor not in ("ray", "local"):
@@ -95,7 +96,7 @@ class RolloutScheduler:
         per_worker = cfg.max_env_num_per_worker or len(managers)
         chunks = [managers[i : i + per_worker] for i in range(0, len(managers), per_worker)]
         common = dict(tokenizer_path=str(tokenizer_path), proxy_spec=proxy, sequence_length=sequence_length,
-                      generating_args=as_dict(cfg.generating_args) or None, format_penalty=cfg.format_penalty,
+                      generating_args=as_dict(cfg.generating_args or generating_args) or None, format_penalty=cfg.format_penalty,
                       env_timeout_s=env_timeout_s, num_threads=worker_threads)
         self.worker_of_env: dict[int, Any] = {}
         self.workers: list[Any] = []
