@@ -283,12 +283,15 @@ class DecodeEngine:
         self.cache.copy_prefix(src, dst, length)
 
     def _new_session(self, sid: str) -> _Session | None:
-        if not self.free_slots:
-            idle = next((k for k, v in self.sessions.items() if not v.busy), None)
-            if idle is None:
-                return None
-            self.free_slots.append(self.sessions.pop(idle).slot)
+        """A slot for a new session: a free one in memory already allocated, else the least recently
+        used idle session's (finished episodes first), and only then one that grows the cache."""
         self.free_slots.sort()  # low slots first keeps the decode span [lo, hi) tight
+        if not self.free_slots or self.free_slots[0] >= self.cache.slots:
+            idle = next((k for k, v in self.sessions.items() if not v.busy), None)
+            if idle is not None:
+                self.free_slots.insert(0, self.sessions.pop(idle).slot)
+            elif not self.free_slots:
+                return None
         sess = _Session(slot=self.free_slots.pop(0))
         self.sessions[sid] = sess
         return sess

@@ -22,9 +22,10 @@ class SlotDynamicCaches:
     def __init__(self, config) -> None:
         self.config = config
         self.caches: dict[int, DynamicCache] = {}
+        self.slots = 0
 
     def ensure(self, slots: int, capacity: int) -> None:
-        pass  # DynamicCache grows by itself
+        self.slots = max(self.slots, slots)  # DynamicCache grows by itself; count slots like SlotKVCache
 
     def copy_prefix(self, src: int, dst: int, length: int) -> None:
         cache = copy.deepcopy(self.caches[src])

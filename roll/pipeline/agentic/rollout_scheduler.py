@@ -77,6 +77,7 @@ class RolloutScheduler:
         self.group_tags = split_groups(cfg.num_env_groups, list(cfg.tags), cfg.num_groups_partition)
         self.group_order = round_robin_by_tag(self.group_tags)
         self.max_failures = max_failures
+        self.max_traj_per_env = getattr(cfg, "max_traj_per_env", -1)
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
             if not workers:
@@ -140,6 +141,9 @@ class RolloutScheduler:
         start = time.perf_counter()
         need = n // self.group_size
         num_groups = len(self.group_tags)
+        if self.max_traj_per_env > 0 and need > num_groups * self.max_traj_per_env:
+            raise ValueError(f"batch of {n} needs {math.ceil(need / num_groups)} episodes per env, over "
+                             f"max_traj_per_env={self.max_traj_per_env}; add env groups or lower the batch size")
         max_failures = self.max_failures if self.max_failures is not None else 2 * need + 4
         # (task, group): task k runs on group group_order[k % num_groups]; the task index picks the seed
         pending = [(k, self.group_order[k % num_groups]) for k in range(need)]
