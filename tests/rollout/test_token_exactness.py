@@ -55,3 +55,27 @@ def test_five_turn_episode_ids_and_logprobs_are_exact(model_fixture, request):
         segments = torch.nonzero(torch.diff(torch.cat([torch.tensor([0]), mask.int(), torch.tensor([0])]))).view(-1, 2)
         assert len(segments) == 5
         assert all(end - start <= 12 for start, end in segments.tolist())
+
+
+def test_a_template_that_trims_content_still_gives_exact_tokens(tiny_llama_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    # Llama-3's official template trims every message's content
+    tokenizer.chat_template = tokenizer.chat_template.replace("message['content']", "(message['content'] | trim)")
+    worker = InferWorker(infer_config(tiny_llama_dir))
+    try:
+        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
+                                 sequence_length=4096, generating_args=greedy(12))
+        traj = manager.run_episode(seed=5)
+    finally:
+        worker.shutdown()
+    assert traj["env_metrics"]["num_actions"] == 5
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).eval()
+    ids = torch.tensor([traj["input_ids"]])
+    mask = torch.tensor(traj["response_mask"], dtype=torch.bool)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+    fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+    assert torch.allclose(fresh[mask], torch.tensor(traj["infer_logprobs"])[mask], atol=1e-4)
+    text = tokenizer.decode(traj["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rendered = tokenizer.apply_chat_template(traj["messages"], tokenize=False)
+    assert "".join(rendered.split()).startswith("".join(text.split()))  # equal up to the trimmed whitespace

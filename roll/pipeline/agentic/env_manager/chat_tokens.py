@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 
+_PROBE = "x7"  # content that no template trims or escapes
+
+
 class ChatTemplateError(ValueError):
     pass
 
@@ -25,7 +28,6 @@ class ChatTokens:
             raise ChatTemplateError("the tokenizer has no chat_template; roll formats agent turns with the model's own template")
         self.tokenizer = tokenizer
         self.messages: list[dict[str, str]] = []
-        self._rendered = ""  # the template text that the ids so far decode to
         self._pending_close = ""  # template text owed after the last response, sent with the next prompt
 
     def render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
@@ -39,26 +41,26 @@ class ChatTokens:
 
     def start(self, messages: list[dict[str, str]]) -> list[int]:
         self.messages = list(messages)
-        self._rendered = self.render(self.messages, generation_prompt=True)
-        return self.encode(self._rendered)
+        return self.encode(self.render(self.messages, generation_prompt=True))
 
     def add_response(self, output_ids: list[int], stopped_at_eos: bool) -> str:
         """Records the model's ids as the assistant message; returns its text (what the env gets)."""
         content_ids = output_ids[:-1] if stopped_at_eos else output_ids
         content = self.decode(content_ids)
-        self.messages.append({"role": "assistant", "content": content})
-        full = self.render(self.messages, generation_prompt=False)
-        expected = self._rendered + content
-        if not full.startswith(expected):
+        # The template's closing of an assistant turn, found with a probe message: templates that trim
+        # or escape content (Llama-3's official one trims) still reveal what they put after it.
+        prefix = self.render(self.messages, generation_prompt=True)
+        probe = self.render(self.messages + [{"role": "assistant", "content": _PROBE}], generation_prompt=False)
+        if not probe.startswith(prefix + _PROBE):
             raise ChatTemplateError(
-                "the chat template does not render the assistant turn as header + content + closing text "
-                "(it rewrites or strips the content), so the trajectory ids could not match the conversation"
+                "the chat template does not render an assistant turn as the generation prompt + content + "
+                "closing text, so the trajectory ids could not match the conversation"
             )
-        close = full[len(expected):]
+        close = probe[len(prefix) + len(_PROBE):]
+        self.messages.append({"role": "assistant", "content": content})
         eos_text = self.decode(output_ids[-1:]) if stopped_at_eos else ""
         # the generated eos usually is the template's closing token: do not add it twice
         self._pending_close = close[len(eos_text):] if eos_text and close.startswith(eos_text) else close
-        self._rendered = full[: len(full) - len(self._pending_close)]
         return content
 
     def next_prompt(self, user_text: str) -> list[int]:
@@ -69,7 +71,7 @@ class ChatTokens:
         if not after.startswith(before):
             raise ChatTemplateError("the chat template changes earlier turns when a message is added; multi-turn token ids cannot be kept exact")
         delta = self._pending_close + after[len(before):]
-        self._rendered, self._pending_close = after, ""
+        self._pending_close = ""
         return self.encode(delta)
 
     def drop_last_user(self) -> None:
