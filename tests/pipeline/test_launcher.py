@@ -1,0 +1,35 @@
+"""The launcher: overrides reach the pipeline, `pipeline_cls` picks the class, Ray is up, models resolve."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+@pytest.mark.parametrize("flag_style", ["--config-path", "--config_path"])
+def test_launcher_passes_overrides_to_the_named_pipeline_class(tiny_model_dir, flag_style):
+    work = tempfile.mkdtemp(prefix="launch", dir="/tmp")
+    name_flag = flag_style.replace("path", "name")
+    args = [sys.executable, "examples/start_agentic_pipeline.py", flag_style, "smollm2-135M-agentic_cpu", name_flag,
+            "agent_val_frozen_lake", "+pipeline_cls=tests.pipeline.recording_pipeline.RecordingPipeline",
+            f"pretrain={tiny_model_dir}", "seed=123", "exp_name=my_new_experiment", f"output_dir={work}",
+            "actor_train.training_args.learning_rate=1e-5", "+system_envs.ROLL_TEST_MARKER=seen"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": f"{work}/ray"}
+    result = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(open(f"{work}/record.json").read())
+    assert record == {"exp_name": "my_new_experiment", "seed": 123, "learning_rate": pytest.approx(1e-5),
+                      "model": str(tiny_model_dir.resolve()), "ray_initialized": True, "system_env": "seen"}
+
+
+def test_unknown_pipeline_class_is_a_config_error(tiny_model_dir):
+    args = [sys.executable, "examples/start_agentic_pipeline.py", "--config-path", "examples/smollm2-135M-agentic_cpu",
+            "--config-name", "agent_val_frozen_lake", "+pipeline_cls=roll.nowhere.Pipeline", f"pretrain={tiny_model_dir}"]
+    result = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "pipeline_cls" in result.stderr and "roll.nowhere.Pipeline" in result.stderr
