@@ -69,11 +69,11 @@ def layouts(budget: int, rows: int) -> dict[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="HF folder (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--num-seqs", type=int, default=8)
+    parser.add_argument("--num-seqs", type=int, default=12)
     parser.add_argument("--min-len", type=int, default=100)
     parser.add_argument("--max-len", type=int, default=1000)
-    parser.add_argument("--rows", type=int, default=2, help="plain padding: sequences per micro-batch")
-    parser.add_argument("--budget", type=int, default=2048, help="tokens per micro-batch (dynamic) / per packed row")
+    parser.add_argument("--rows", type=int, default=1, help="plain padding: sequences per micro-batch")
+    parser.add_argument("--budget", type=int, default=1024, help="tokens per micro-batch (dynamic) / per packed row")
     args = parser.parse_args()
 
     if args.model:

@@ -26,7 +26,8 @@ class MicroBatch:
     sample_indices: list[int]  # positions in the source batch, in the order of `segments`
     input_ids: Tensor  # [rows, width]
     position_ids: Tensor  # [rows, width]
-    attention_mask: Tensor | None  # [rows, width]; None for packed rows (block-diagonal from position_ids)
+    attention_mask: Tensor | None  # None: causal attention (right padding needs no mask; packed rows
+                                   # get a block-diagonal mask from position_ids)
     segments: list[tuple[int, int, int]]  # (row, start, length) of each sample
     out_width: int  # width of the per-sample tensors `unpack` and `gather` return
 
@@ -106,16 +107,24 @@ def rows_micro_batch(batch: Batch, indices: list[int], width: int, lengths: list
     index = torch.tensor(indices, dtype=torch.long)
     ids = batch.tensors["input_ids"].index_select(0, index.to(batch.tensors["input_ids"].device))
     pos = position_ids_of(batch).index_select(0, index.to(ids.device))
-    mask = batch.tensors["attention_mask"].index_select(0, index.to(ids.device))
 
     def fit(t: Tensor) -> Tensor:
         return t[:, :width] if t.shape[1] >= width else torch.nn.functional.pad(t, (0, width - t.shape[1]))
 
+    ids, pos = fit(ids), fit(pos)
+    # No attention mask: with causal attention a right-padded sample's tokens never see the padding
+    # after them, so the mask changes nothing we read, and without it attention takes its fast causal
+    # path (no [L, L] mask built per layer). Padding positions keep counting up from the sample's last
+    # position, because a restart would read as a packed sequence boundary (roll/data/sequence_packing.py).
+    steps = torch.arange(width, device=pos.device)[None, :]
+    n = torch.tensor([lengths[i] for i in indices], device=pos.device)[:, None]
+    last = pos.gather(1, (n - 1).clamp(min=0))
+    pos = torch.where(steps < n, pos, last + steps - n + 1)
     return MicroBatch(
         sample_indices=list(indices),
-        input_ids=fit(ids),
-        position_ids=fit(pos),
-        attention_mask=fit(mask),
+        input_ids=ids,
+        position_ids=pos,
+        attention_mask=None,
         segments=[(r, 0, lengths[i]) for r, i in enumerate(indices)],
         out_width=width,
     )

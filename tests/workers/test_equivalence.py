@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from roll.distributed import Cluster
 from roll.workers.actor_worker import ActorWorker
@@ -46,11 +47,20 @@ def test_log_probs_and_values_equal_across_layouts(tiny_model_dir):
         results = {layout: run_layout(worker_cls, tiny_model_dir, layout, lambda c: c.execute_rank0(method, batch)[key])
                    for layout in LAYOUTS}
         plain = results["plain"]
+        if key == "logprobs":
+            results_actor = plain
         assert plain.shape == mask.shape
         assert (plain[:, 0] == 0).all() and (plain[mask == 0] == 0).all()
         assert (plain[:, 1:][mask[:, 1:] == 1] != 0).all()
         for layout, values in results.items():
             assert torch.allclose(values, plain, atol=1e-5), (layout, (values - plain).abs().max())
+    # and they are each sample's log-probs from a forward pass over that sample alone (no padding)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    for i, n in enumerate(mask.sum(1).tolist()):
+        with torch.no_grad():
+            logits = model(input_ids=batch.tensors["input_ids"][i : i + 1, :n]).logits
+        alone = torch.log_softmax(logits[0, :-1], -1).gather(1, batch.tensors["input_ids"][i, 1:n, None])[:, 0]
+        assert torch.allclose(results_actor[i, 1:n], alone, atol=1e-5)
 
 
 @pytest.mark.parametrize("agg_mode", ["seq-mean-token-mean", "token-mean"])

@@ -58,3 +58,34 @@ def test_uneven_ranks_stay_in_step(tiny_model_dir, ray_session):
     finally:
         cluster.shutdown()
     assert metrics[0] == metrics[1] and metrics[0]["actor/grad_norm"] > 0
+
+
+def test_fsdp2_checkpoint_resumes_on_fsdp2_and_on_hf_train(tiny_model_dir, ray_session, tmp_path):
+    """A sharded run's checkpoint holds full weights and optimizer state: two ranks resume it, and so
+    does one hf_train worker; both then make the same next update."""
+    batch, cfg = make_batch(), LossConfig(mini_batch_size=4, shuffle=False)
+    fsdp = Cluster("fsdp_save", ActorWorker, actor_config(tiny_model_dir, "fsdp2_train"), num_workers=2, threads_per_worker=1)
+    try:
+        fsdp.dispatch_batch("train_step", batch, loss_cfg=cfg)
+        saved = fsdp.execute_rank0("get_state_dict")
+        fsdp.execute_all("save_checkpoint", tmp_path / "ckpt")
+    finally:
+        fsdp.shutdown()
+    fsdp = Cluster("fsdp_load", ActorWorker, actor_config(tiny_model_dir, "fsdp2_train"), num_workers=2, threads_per_worker=1)
+    try:
+        fsdp.execute_all("load_checkpoint", tmp_path / "ckpt")
+        assert max_abs_diff(fsdp.execute_rank0("get_state_dict"), saved) == 0
+        fsdp.dispatch_batch("train_step", batch, loss_cfg=cfg)
+        sharded_next = fsdp.execute_rank0("get_state_dict")
+    finally:
+        fsdp.shutdown()
+    single = Cluster("hf_load", ActorWorker, actor_config(tiny_model_dir), executor="local")
+    try:
+        # worker_state_rank0.pt (RNG, step counter) is rank 0's; hf_train reads the same full files
+        single.execute_all("load_checkpoint", tmp_path / "ckpt")
+        single.execute_rank0("train_step", batch, LossConfig(mini_batch_size=8, shuffle=False))
+        single_next = single.execute_rank0("get_state_dict")
+    finally:
+        single.shutdown()
+    assert max_abs_diff(saved, sharded_next) > 1e-3
+    assert max_abs_diff(single_next, sharded_next) < 1e-5
