@@ -26,8 +26,6 @@ class MicroBatch:
     sample_indices: list[int]  # positions in the source batch, in the order of `segments`
     input_ids: Tensor  # [rows, width]
     position_ids: Tensor  # [rows, width]
-    attention_mask: Tensor | None  # None: causal attention (right padding needs no mask; packed rows
-                                   # get a block-diagonal mask from position_ids)
     segments: list[tuple[int, int, int]]  # (row, start, length) of each sample
     out_width: int  # width of the per-sample tensors `unpack` and `gather` return
 
@@ -40,14 +38,11 @@ class MicroBatch:
         """Tokens the model computes on (padding included): the cost of this micro-batch."""
         return self.input_ids.numel()
 
-    def model_inputs(self) -> dict[str, Tensor | None]:
-        # use_cache=False matters for packing: with a cache, transformers attends across samples.
-        return {
-            "input_ids": self.input_ids,
-            "position_ids": self.position_ids,
-            "attention_mask": self.attention_mask,
-            "use_cache": False,
-        }
+    def model_inputs(self) -> dict[str, Tensor | bool | None]:
+        # No attention mask: right-padded rows need none under causal attention (see rows_micro_batch),
+        # and for packed rows transformers builds the block-diagonal mask from the restarting
+        # position_ids. use_cache=False matters for packing: with a cache it attends across samples.
+        return {"input_ids": self.input_ids, "position_ids": self.position_ids, "attention_mask": None, "use_cache": False}
 
     def unpack(self, aligned: Tensor) -> Tensor:
         """[rows, width, ...] token-aligned row outputs → [num_samples, out_width, ...], 0 on padding.
@@ -124,7 +119,6 @@ def rows_micro_batch(batch: Batch, indices: list[int], width: int, lengths: list
         sample_indices=list(indices),
         input_ids=ids,
         position_ids=pos,
-        attention_mask=None,
         segments=[(r, 0, lengths[i]) for r, i in enumerate(indices)],
         out_width=width,
     )

@@ -67,7 +67,6 @@ def pack_row(batch: Batch, indices: list[int], lengths: list[int], pad_token_id:
         sample_indices=list(indices),
         input_ids=torch.cat(id_parts)[None, :],
         position_ids=torch.cat(pos_parts)[None, :],
-        attention_mask=None,
         segments=segments,
         out_width=max([lengths[i] for i in indices], default=1),
     )

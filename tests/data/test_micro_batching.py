@@ -63,7 +63,7 @@ def test_unpack_and_scatter_restore_the_batch(split):
 def test_packed_rows_restart_positions_and_drop_the_mask():
     batch = make_batch([5, 3, 4])
     (mb,) = split_packed(batch, 20)
-    assert mb.attention_mask is None and mb.model_inputs()["use_cache"] is False
+    assert mb.model_inputs()["attention_mask"] is None and mb.model_inputs()["use_cache"] is False
     assert mb.input_ids.shape == (1, 12)
     assert mb.position_ids[0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2]
 
