@@ -75,7 +75,7 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 34), "MALLOC_TRIM_THRESHOLD_": 
 def main() -> None:
     if "--no-malloc-tuning" not in sys.argv and any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()):
         # glibc reads these only at process start, so run again with them set.
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
+        os.execve(sys.executable, sys.orig_argv, {**os.environ, **MALLOC_ENV})  # orig_argv keeps flags like -u
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-malloc-tuning", action="store_true", help="keep glibc's default malloc settings")
     parser.add_argument("--model", default=None, help="HF folder (default: the embedded SmolLM2-135M-Instruct)")
