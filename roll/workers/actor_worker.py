@@ -16,7 +16,7 @@ from roll.data.micro_batch import MicroBatch
 from roll.workers.base_worker import LossConfig, TrainWorker
 from roll.workers.sft import sft_step
 
-TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "old_logprobs", "advantages")
+TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages")
 
 
 class ActorWorker(TrainWorker):
@@ -43,11 +43,20 @@ class ActorWorker(TrainWorker):
         + ref_logprobs with use_kl_loss). Returns actor/pg_loss, actor/clipfrac, actor/approxkl,
         actor/entropy, actor/kl_loss, actor/grad_norm, actor/lr (means over mini-batches)."""
         cfg = loss_cfg or LossConfig()
+        if "old_logprobs" not in batch.tensors and not self.single_update(batch, cfg):
+            raise ValueError("ActorWorker.train_step needs old_logprobs unless it makes a single update "
+                             "(ppo_epochs 1 and the whole batch in one mini-batch)")
         needed = TRAIN_KEYS + (("ref_logprobs",) if cfg.use_kl_loss else ())
         missing = [k for k in needed if k not in batch.tensors]
         if missing:
             raise ValueError(f"ActorWorker.train_step needs batch tensors {missing} (it has {sorted(batch.tensors)})")
         return self.run_train_step(batch, cfg)
+
+    def single_update(self, batch: Batch, cfg: LossConfig) -> bool:
+        """True when train_step makes exactly one optimizer step over `batch` on this rank."""
+        targs = self.config.training_args
+        size = cfg.mini_batch_size or targs.per_device_train_batch_size * targs.gradient_accumulation_steps
+        return cfg.ppo_epochs == 1 and len(batch) <= size
 
     def sft_step(self, batch: Batch, learning_rate: float, max_grad_norm: float | None = 1.0) -> dict[str, float]:
         """One supervised step (token-mean NLL of the response tokens) for the SFT warm-up; see roll/workers/sft.py."""
@@ -64,9 +73,12 @@ class ActorWorker(TrainWorker):
             return mb.gather(batch.tensors[key]).to(device)
 
         mask = take("response_mask")
+        # In a single update the weights have not moved since the rollout, so the old policy's
+        # log-probs are these very log-probs: the pipeline skips a whole forward pass for them.
+        old_logprobs = take("old_logprobs") if "old_logprobs" in batch.tensors else logprobs.detach()
         agg = dict(loss_agg_mode=cfg.loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=cfg.norm_length)
         pg_loss, pg_metrics = ppo_policy_loss(
-            logprobs, take("old_logprobs"), take("advantages"), mask,
+            logprobs, old_logprobs, take("advantages"), mask,
             clip_low=cfg.pg_clip_low, clip_high=cfg.pg_clip_high, dual_clip=cfg.dual_clip, **agg,
         )
         loss = pg_loss

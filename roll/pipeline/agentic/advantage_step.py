@@ -46,7 +46,10 @@ def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -
 
     kl = None
     if "ref_logprobs" in batch:
-        kl = kl_penalty(batch["old_logprobs"], batch["ref_logprobs"], config.kl_penalty) * mask
+        # Without a separate old-log-prob pass (a single update), the rollout's own log-probs are the
+        # policy's: the same weights generated them.
+        policy_logprobs = batch.tensors.get("old_logprobs", batch.tensors.get("infer_logprobs"))
+        kl = kl_penalty(policy_logprobs, batch["ref_logprobs"], config.kl_penalty) * mask
         # The batch mean of each trajectory's mean KL: what the adaptive KL controller steers (docs/algorithms.md).
         has_response = mask.sum(-1) > 0
         metrics["critic/kl"] = float(masked_mean(kl, mask, dim=-1)[has_response].mean()) if has_response.any() else 0.0

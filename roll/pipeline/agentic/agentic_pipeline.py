@@ -104,11 +104,21 @@ class AgenticPipeline:
     def score(self, batch: Batch) -> None:
         """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values."""
         inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
-        batch.tensors["old_logprobs"] = self.actor_train.dispatch_batch("compute_log_probs", inputs)["logprobs"]
+        if self.needs_old_logprobs(len(batch)):
+            batch.tensors["old_logprobs"] = self.actor_train.dispatch_batch("compute_log_probs", inputs)["logprobs"]
         if self.reference is not None:
             batch.tensors["ref_logprobs"] = self.reference.dispatch_batch("compute_log_probs", inputs)["logprobs"]
         if self.critic is not None:
             batch.tensors["values"] = self.critic.dispatch_batch("compute_values", inputs)["values"]
+
+    def needs_old_logprobs(self, batch_size: int) -> bool:
+        """Old log-probs need their own forward pass only when the policy moves before some sample is
+        trained on (several epochs or mini-batches) or when the token-level KL penalty uses them; in a
+        single update the actor takes them from its own forward pass."""
+        config, args = self.config, self.config.actor_train.training_args
+        per_rank = -(-batch_size // self.actor_train.num_workers)
+        single_update = config.ppo_epochs == 1 and per_rank <= args.per_device_train_batch_size * args.gradient_accumulation_steps
+        return not single_update or (config.add_token_level_kl and self.reference is not None)
 
     def train(self, batch: Batch, step: int) -> dict[str, float]:
         """SPEC §4.9: critic update, then the actor once past critic_warmup."""
