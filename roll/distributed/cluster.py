@@ -134,9 +134,16 @@ class Cluster:
 
     def execute_rank0(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Rank 0's result; a @collective method runs on every rank (they must join) and rank 0 answers."""
+        return self._get(self.execute_rank0_ref(method, *args, **kwargs))
+
+    def execute_rank0_ref(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Like execute_rank0, but with the ray executor the answer stays in Ray's object store: pass the
+        reference on to other actors (weights to the inference workers) without a copy through the driver."""
         if self._is_collective(method) and self.num_workers > 1:
-            return self.execute_all(method, *args, **kwargs)[0]
-        return self._get(self._call_host(self.hosts[0], "call", method, *args, **kwargs))
+            refs = [self._call_host(h, "call", method, *args, **kwargs) for h in self.hosts]
+            self._get_all(refs[1:])  # the other ranks only take part; wait so they are done
+            return refs[0]
+        return self._call_host(self.hosts[0], "call", method, *args, **kwargs)
 
     def dispatch_batch(self, method: str, batch: Batch, **kwargs: Any) -> Batch | list:
         """Splits `batch` into num_workers consecutive chunks, calls `method(chunk, **kwargs)` on each rank

@@ -90,7 +90,7 @@ class AgenticPipeline:
 
     def sync_weights(self, version: int) -> None:
         """SPEC §4.1: actor_infer generates with actor_train's current weights."""
-        state_dict = self.actor_train.execute_rank0("get_state_dict")
+        state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
         self.actor_infer.execute_all("update_weights", state_dict, version)
 
     def validate(self, step: int) -> dict[str, float]:

@@ -78,7 +78,8 @@ class InferGroup:
     def execute_all(self, method: str, *args, **kwargs) -> list:
         import ray
 
-        args = tuple(ray.put(a) if isinstance(a, dict) else a for a in args)  # one copy of a state dict, shared
+        # A state dict is put in the object store once and shared by every worker (an ObjectRef as is).
+        args = tuple(ray.put(a) if isinstance(a, dict) else a for a in args)
         return ray.get([getattr(w, method).remote(*args, **kwargs) for w in self.workers])
 
     def shutdown(self) -> None:
