@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
+# ROLL's own configs (SPEC §1) are read in place from the shared/ folder beside the checkout.
+SHARED_DIR = Path(os.environ.get("ROLL_SHARED_DIR", REPO_ROOT.parent / "shared"))
 
 
 @pytest.fixture(scope="session")
