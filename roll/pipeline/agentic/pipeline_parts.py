@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from roll.algorithms import AdaptiveKLController, FixedKLController
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
-from roll.distributed.cluster import Cluster, cpu_count
+from roll.distributed.cluster import Cluster
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
@@ -48,7 +48,9 @@ def build_clusters(config: "AgenticConfig"):
     """actor_train, actor_infer, reference (or None), critic (or None), each a Cluster of Ray workers."""
     actor_train = Cluster("actor_train", ActorWorker, config.actor_train, seed=config.seed,
                           num_training_steps=optimizer_steps(config, config.actor_train))
-    actor_infer = InferGroup(config.actor_infer, seed=config.seed)
+    # Env managers call the infer workers' `generate` concurrently (InferWorker.RAY_ACTOR_OPTIONS sets
+    # the actor's concurrency) and its decode engine batches the calls.
+    actor_infer = Cluster("actor_infer", InferWorker, config.actor_infer, seed=config.seed)
     reference = None
     if config.uses_reference:
         reference = Cluster("reference", ActorWorker, forward_only(config.reference), seed=config.seed)
@@ -59,44 +61,13 @@ def build_clusters(config: "AgenticConfig"):
     return actor_train, actor_infer, reference, critic
 
 
-class InferGroup:
-    """The actor_infer workers as plain Ray actors: env managers call their `generate` directly (many
-    calls in flight at once, batched by the engine), and the driver syncs weights into all of them."""
-
-    def __init__(self, worker_config: WorkerConfig, seed: int) -> None:
-        import ray
-
-        count = worker_config.num_workers
-        gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
-        # num_cpus=0: the cores are shared out as torch threads, and roles take turns using them.
-        options = {**InferWorker.RAY_ACTOR_OPTIONS, "num_cpus": 0, "num_gpus": gpus}
-        threads = max(1, cpu_count() // count)
-        remote = ray.remote(InferWorker).options(**options)
-        self.workers = [remote.remote(worker_config, rank, count, num_threads=threads, seed=seed) for rank in range(count)]
-        ray.get([w.get_version.remote() for w in self.workers])  # fail here, not mid-rollout, if a worker cannot start
-
-    def execute_all(self, method: str, *args, **kwargs) -> list:
-        import ray
-
-        # A state dict is put in the object store once and shared by every worker (an ObjectRef as is).
-        args = tuple(ray.put(a) if isinstance(a, dict) else a for a in args)
-        return ray.get([getattr(w, method).remote(*args, **kwargs) for w in self.workers])
-
-    def shutdown(self) -> None:
-        import ray
-
-        for worker in self.workers:
-            ray.kill(worker)
-        self.workers = []
-
-
-def build_rollout(config: "AgenticConfig", actor_infer: InferGroup, mode: str):
+def build_rollout(config: "AgenticConfig", actor_infer: Cluster, mode: str):
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 
     manager = config.train_env_manager if mode == "train" else config.val_env_manager
     return RolloutScheduler(manager, config.custom_envs, config.sequence_length, config.seed,
                             tokenizer_path=config.actor_infer.model_args.model_name_or_path,
-                            infer=actor_infer.workers, mode=mode)
+                            infer=actor_infer, mode=mode)
 
 
 def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
