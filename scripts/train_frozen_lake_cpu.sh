@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The main job: a short FrozenLake GRPO run on the embedded SmolLM2-135M-Instruct, on CPU.
-# Sets up .venv first if needed. Extra arguments are Hydra overrides (e.g. max_steps=50 seed=1).
+# The main job: a short FrozenLake GRPO run on the embedded SmolLM2-135M-Instruct, on CPU (about 15
+# minutes on 2 cores). Sets up .venv first if needed. With arguments, they replace the short-run
+# settings as Hydra overrides: `bash scripts/train_frozen_lake_cpu.sh max_steps=20` is the full run
+# of examples/smollm2-135M-agentic_cpu (about an hour; see its README for the learning curve).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/bootstrap.sh"
 PY="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; PY="${PY:-$ROOT/.venv/bin/python}"
 cd "$ROOT"
+if [ "$#" -eq 0 ]; then
+  set -- exp_name=frozen_lake_cpu_short max_steps=3 eval_steps=3 save_steps=3 sft_warmup.steps=2 \
+         val_batch_size=16 val_env_manager.num_env_groups=16
+fi
 exec "$PY" examples/start_agentic_pipeline.py \
   --config-path examples/smollm2-135M-agentic_cpu --config-name agent_val_frozen_lake "$@"
