@@ -15,12 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+from roll.models.embedded import CHATML_TEMPLATE  # the same ChatML as the embedded SmolLM2
 
 LLAMA3_TEMPLATE = (
     "{{ '<|begin_of_text|>' }}"
