@@ -8,14 +8,14 @@ mid-save never leaves a checkpoint that looks whole.
 
 from __future__ import annotations
 
-import random
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+
+from roll.utils.checkpoint import rng_state, set_rng_state
 
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "pipeline_state.pt"
@@ -54,7 +54,7 @@ def staging_dir(root: Path, step: int) -> Path:
 
 def commit(staging: Path, state: dict[str, Any]) -> Path:
     """Writes the pipeline state last, then renames the folder into place."""
-    torch.save({**state, "rng": driver_rng_state()}, staging / STATE_FILE)
+    torch.save({**state, "rng": rng_state()}, staging / STATE_FILE)
     final = staging.with_name(staging.name.removesuffix(".tmp"))
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
@@ -63,15 +63,6 @@ def commit(staging: Path, state: dict[str, Any]) -> Path:
 
 def load_state(path: Path) -> dict[str, Any]:
     state = torch.load(path / STATE_FILE, weights_only=False)
-    set_driver_rng_state(state.pop("rng"))
+    set_rng_state(state.pop("rng"))
     return state
 
-
-def driver_rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def set_driver_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
