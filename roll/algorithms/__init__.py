@@ -4,7 +4,15 @@ No config objects, no Ray, no I/O: the pipeline reads the config and passes the 
 function needs, so every formula here can be tested against numbers worked out by hand.
 """
 
-from roll.algorithms.advantages import ADV_ESTIMATORS, compute_advantages, compute_discounted_returns, compute_gae
+from roll.algorithms.advantages import (
+    ADV_ESTIMATORS,
+    AdvantageInputs,
+    compute_advantages,
+    compute_discounted_returns,
+    compute_gae,
+    estimator_needs_values,
+    register_adv_estimator,
+)
 from roll.algorithms.kl import KL_KINDS, AdaptiveKLController, FixedKLController, kl_penalty
 from roll.algorithms.logprobs import (
     entropy_for_input_ids,
@@ -32,6 +40,7 @@ from roll.algorithms.rewards import (
 
 __all__ = [
     "ADV_ESTIMATORS",
+    "AdvantageInputs",
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "NORM_METHODS",
@@ -44,6 +53,7 @@ __all__ = [
     "compute_discounted_returns",
     "compute_gae",
     "entropy_for_input_ids",
+    "estimator_needs_values",
     "entropy_from_logits",
     "entropy_loss",
     "kl_loss",
@@ -57,6 +67,7 @@ __all__ = [
     "masked_whiten",
     "normalize_rewards",
     "ppo_policy_loss",
+    "register_adv_estimator",
     "token_level_rewards",
     "value_loss",
 ]

@@ -10,14 +10,16 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from roll.algorithms.advantages import ADV_ESTIMATORS
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
 
+# A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
-    "adv_estimator": ("gae", "reinforce", "grpo"),
+    "adv_estimator": ADV_ESTIMATORS,
     "kl_penalty": ("kl", "abs", "mse", "k3"),
     "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
     "reward_normalization.method": ("identity", "mean", "mean_std"),

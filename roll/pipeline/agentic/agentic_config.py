@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from roll.algorithms.advantages import estimator_needs_values
 from roll.configs.base_config import BaseConfig
 from roll.configs.worker_config import GeneratingArgs, WorkerConfig
 
@@ -87,7 +88,7 @@ class AgenticConfig(BaseConfig):
 
     @property
     def uses_critic(self) -> bool:
-        return self.adv_estimator == "gae"
+        return estimator_needs_values(self.adv_estimator)
 
     @property
     def uses_reference(self) -> bool:
