@@ -13,7 +13,7 @@ from roll.algorithms.advantages import (
     estimator_needs_values,
     register_adv_estimator,
 )
-from roll.algorithms.kl import KL_KINDS, AdaptiveKLController, FixedKLController, kl_penalty
+from roll.algorithms.kl import KL_KINDS, AdaptiveKLController, FixedKLController, kl_penalty, register_kl_kind
 from roll.algorithms.logprobs import (
     entropy_for_input_ids,
     entropy_from_logits,
@@ -27,14 +27,17 @@ from roll.algorithms.losses import (
     entropy_loss,
     kl_loss,
     ppo_policy_loss,
+    register_loss_agg_mode,
     value_loss,
 )
 from roll.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
 from roll.algorithms.rewards import (
     NORM_METHODS,
+    NORM_TYPES,
     clip_rewards,
     last_response_index,
     normalize_rewards,
+    register_norm_method,
     token_level_rewards,
 )
 
@@ -44,6 +47,7 @@ __all__ = [
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "NORM_METHODS",
+    "NORM_TYPES",
     "AdaptiveKLController",
     "FixedKLController",
     "agg_denominators",
@@ -68,6 +72,9 @@ __all__ = [
     "normalize_rewards",
     "ppo_policy_loss",
     "register_adv_estimator",
+    "register_kl_kind",
+    "register_loss_agg_mode",
+    "register_norm_method",
     "token_level_rewards",
     "value_loss",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from roll.algorithms.advantages import ADV_ESTIMATORS
+from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
 
@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 # A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
     "adv_estimator": ADV_ESTIMATORS,
-    "kl_penalty": ("kl", "abs", "mse", "k3"),
-    "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
-    "reward_normalization.method": ("identity", "mean", "mean_std"),
-    "reward_normalization.norm_mean_type": (None, "batch", "group"),
-    "reward_normalization.norm_std_type": (None, "batch", "group"),
+    "kl_penalty": KL_KINDS,
+    "loss_agg_mode": LOSS_AGG_MODES,
+    "reward_normalization.method": NORM_METHODS,
+    "reward_normalization.norm_mean_type": NORM_TYPES,
+    "reward_normalization.norm_std_type": NORM_TYPES,
 }
 TRACKERS = ("stdout", "tensorboard", "wandb")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
