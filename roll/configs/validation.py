@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
+from roll.configs.worker_config import WorkerConfig
+from roll.strategies.registry import allowed_strategies, strategy_facts
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
@@ -65,14 +66,15 @@ def _check_choices(config: "AgenticConfig") -> None:
             raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {list(TRACKERS)} joined by commas.{did_you_mean(tracker, TRACKERS)}")
     for role, worker in _workers(config):
         strategy = worker.strategy_args.strategy_name
-        allowed = TRAIN_STRATEGIES if role in ("actor_train", "critic") else INFER_STRATEGIES
-        if role == "reference":
-            allowed = INFER_STRATEGIES + TRAIN_STRATEGIES
+        allowed = allowed_strategies(role)
         if strategy not in allowed:
             raise ConfigError(
                 f"{role}.strategy_args.strategy_name: unknown strategy {strategy!r} for {role}; use one of "
                 f"{list(allowed)}.{did_you_mean(strategy, allowed)}"
             )
+        if worker.model_args.lora_rank and role in ("actor_train", "critic") and not strategy_facts(strategy).lora:
+            lora_names = [name for name in allowed if strategy_facts(name).lora]
+            raise ConfigError(f"{role}.model_args.lora_rank: strategy {strategy!r} does not train LoRA adapters; use strategy_name: one of {lora_names}, or drop lora_rank.")
         if worker.model_args.dtype not in DTYPES:
             raise ConfigError(f"{role}.model_args.dtype: {worker.model_args.dtype!r} is not one of {list(DTYPES)}.")
         if worker.training_args.lr_scheduler_type not in LR_SCHEDULERS:

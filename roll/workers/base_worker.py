@@ -22,7 +22,7 @@ from roll.data.dynamic_batching import split_dynamic
 from roll.data.micro_batch import MicroBatch, scatter_to_batch, split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed.cluster import collective
-from roll.strategies.train import create_train_strategy
+from roll.strategies import create_train_strategy, strategy_facts
 from roll.utils.checkpoint import rng_state, set_rng_state
 
 
@@ -133,8 +133,9 @@ class TrainWorker:
 
     def run_train_step(self, batch: Batch, cfg: LossConfig) -> dict[str, float]:
         """ppo_epochs passes over shuffled mini-batches; one optimizer step per mini-batch."""
-        if self.strategy.name == "hf_train" and self.world_size > 1:
-            raise ValueError("hf_train trains in one process; use strategy_name: fsdp2_train for several training workers")
+        facts = strategy_facts(self.strategy.name)
+        if not facts.multi_rank and self.world_size > 1:
+            raise ValueError(f"{facts.name} trains in one process; for several training workers use strategy_name: {facts.alternative}")
         targs = self.config.training_args
         size = cfg.mini_batch_size or targs.per_device_train_batch_size * targs.gradient_accumulation_steps
         if size < 1 or cfg.ppo_epochs < 1:

@@ -12,6 +12,7 @@ from roll.algorithms import AdaptiveKLController, FixedKLController
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.cluster import Cluster
+from roll.strategies.registry import scoring_strategy
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
@@ -39,8 +40,7 @@ def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
 def forward_only(worker: WorkerConfig) -> WorkerConfig:
     """The reference only scores log-probs: it runs the training worker's forward pass, never its optimizer."""
     worker = copy.deepcopy(worker)
-    if worker.strategy_args.strategy_name in ("hf_infer", "vllm", "sglang"):
-        worker.strategy_args.strategy_name = "hf_train"
+    worker.strategy_args.strategy_name = scoring_strategy(worker.strategy_args.strategy_name)
     return worker
 
 
