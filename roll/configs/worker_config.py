@@ -43,6 +43,11 @@ class TrainingArgs:
         "max_steps": "the top-level max_steps sets the run length",
     }
 
+    @property
+    def mini_batch_size(self) -> int:
+        """Sequences per optimizer step on each rank: per_device_train_batch_size × gradient_accumulation_steps."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
 
 @dataclass
 class GeneratingArgs:

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from roll.algorithms import ADV_ESTIMATORS, AdvantageInputs, register_adv_estimator
-from roll.configs import ConfigError, load_config
+from roll.configs import ConfigError
 from roll.configs.base_config import BaseConfig, RewardNormalizationConfig
 from roll.data.batch import Batch
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
@@ -49,19 +50,19 @@ def test_registered_estimator_drives_the_advantage_step(registry):
 
 def test_registered_name_validates_and_unknown_name_lists_the_registered(registry):
     with pytest.raises(ConfigError) as info:
-        load_config(*CPU, overrides=["adv_estimator=leave_one_out_test"])
+        load_agentic_config(*CPU, overrides=["adv_estimator=leave_one_out_test"])
     message = str(info.value)
     assert "adv_estimator" in message and "'leave_one_out_test'" in message
     assert all(f"'{name}'" in message for name in ("gae", "reinforce", "grpo"))
 
     register_leave_one_out("leave_one_out_test")
-    config = load_config(*CPU, overrides=["adv_estimator=leave_one_out_test"])
+    config = load_agentic_config(*CPU, overrides=["adv_estimator=leave_one_out_test"])
     assert config.adv_estimator == "leave_one_out_test" and not config.uses_critic
 
 
 def test_needs_values_turns_the_critic_on(registry):
     register_adv_estimator("critic_baseline_test", needs_values=True)(lambda inputs: (inputs.values, inputs.values))
-    config = load_config(*CPU, overrides=["adv_estimator=critic_baseline_test"])
+    config = load_agentic_config(*CPU, overrides=["adv_estimator=critic_baseline_test"])
     assert config.uses_critic and config.critic is not None
 
 

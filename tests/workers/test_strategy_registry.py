@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from roll.configs import ConfigError, load_config
+from roll.configs import ConfigError
 from roll.configs.runtime_checks import check_runnable
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 from roll.strategies import STRATEGIES, StrategyFacts, create_infer_strategy, register_strategy, strategy_problem
 from roll.strategies.hf_infer import HFInferStrategy
 
@@ -57,10 +58,10 @@ def test_a_new_row_is_built_and_validated_by_role(table):
     assert isinstance(strategy, RecordingInferStrategy)
     assert (strategy.model_path, strategy.seed, strategy.max_batch_size) == ("/some/model", 7, 1)
 
-    config = load_config(*CPU, overrides=["actor_infer.strategy_args.strategy_name=recording_infer_test"])
+    config = load_agentic_config(*CPU, overrides=["actor_infer.strategy_args.strategy_name=recording_infer_test"])
     assert config.actor_infer.strategy_args.strategy_name == "recording_infer_test"
     with pytest.raises(ConfigError) as info:
-        load_config(*CPU, overrides=["actor_train.strategy_args.strategy_name=recording_infer_test"])
+        load_agentic_config(*CPU, overrides=["actor_train.strategy_args.strategy_name=recording_infer_test"])
     message = str(info.value)  # the train role lists the table's train names, not the new infer row
     assert "actor_train.strategy_args.strategy_name" in message and "'fsdp2_train'" in message
     assert "recording_infer_test" not in message.split("use one of")[1]
@@ -79,7 +80,7 @@ def test_machine_check_messages_come_from_the_row(table):
 
 
 def test_roll_names_without_an_implementation_are_refused_before_workers_start():
-    config = load_config(*CPU, overrides=["+reference.strategy_args.strategy_name=megatron_infer", "init_kl_coef=0.1",
+    config = load_agentic_config(*CPU, overrides=["+reference.strategy_args.strategy_name=megatron_infer", "init_kl_coef=0.1",
                                           "add_token_level_kl=true"])
     with pytest.raises(ConfigError) as info:
         check_runnable(config)
@@ -90,7 +91,7 @@ def test_roll_names_without_an_implementation_are_refused_before_workers_start()
 
 def test_lora_with_a_strategy_that_cannot_train_adapters_fails_at_load():
     with pytest.raises(ConfigError) as info:
-        load_config(*CPU, overrides=["actor_train.strategy_args.strategy_name=fsdp2_train",
+        load_agentic_config(*CPU, overrides=["actor_train.strategy_args.strategy_name=fsdp2_train",
                                      "actor_train.model_args.lora_rank=8"])
     message = str(info.value)
     assert "actor_train.model_args.lora_rank" in message and "'fsdp2_train'" in message and "['hf_train']" in message
