@@ -10,19 +10,22 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
+from roll.configs.worker_config import WorkerConfig
+from roll.strategies.registry import allowed_strategies, strategy_facts
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
 
+# A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
-    "adv_estimator": ("gae", "reinforce", "grpo"),
-    "kl_penalty": ("kl", "abs", "mse", "k3"),
-    "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
-    "reward_normalization.method": ("identity", "mean", "mean_std"),
-    "reward_normalization.norm_mean_type": (None, "batch", "group"),
-    "reward_normalization.norm_std_type": (None, "batch", "group"),
+    "adv_estimator": ADV_ESTIMATORS,
+    "kl_penalty": KL_KINDS,
+    "loss_agg_mode": LOSS_AGG_MODES,
+    "reward_normalization.method": NORM_METHODS,
+    "reward_normalization.norm_mean_type": NORM_TYPES,
+    "reward_normalization.norm_std_type": NORM_TYPES,
 }
 TRACKERS = ("stdout", "tensorboard", "wandb")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
@@ -63,14 +66,15 @@ def _check_choices(config: "AgenticConfig") -> None:
             raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {list(TRACKERS)} joined by commas.{did_you_mean(tracker, TRACKERS)}")
     for role, worker in _workers(config):
         strategy = worker.strategy_args.strategy_name
-        allowed = TRAIN_STRATEGIES if role in ("actor_train", "critic") else INFER_STRATEGIES
-        if role == "reference":
-            allowed = INFER_STRATEGIES + TRAIN_STRATEGIES
+        allowed = allowed_strategies(role)
         if strategy not in allowed:
             raise ConfigError(
                 f"{role}.strategy_args.strategy_name: unknown strategy {strategy!r} for {role}; use one of "
                 f"{list(allowed)}.{did_you_mean(strategy, allowed)}"
             )
+        if worker.model_args.lora_rank and role in ("actor_train", "critic") and not strategy_facts(strategy).lora:
+            lora_names = [name for name in allowed if strategy_facts(name).lora]
+            raise ConfigError(f"{role}.model_args.lora_rank: strategy {strategy!r} does not train LoRA adapters; use strategy_name: one of {lora_names}, or drop lora_rank.")
         if worker.model_args.dtype not in DTYPES:
             raise ConfigError(f"{role}.model_args.dtype: {worker.model_args.dtype!r} is not one of {list(DTYPES)}.")
         if worker.training_args.lr_scheduler_type not in LR_SCHEDULERS:

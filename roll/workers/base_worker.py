@@ -22,7 +22,7 @@ from roll.data.dynamic_batching import split_dynamic
 from roll.data.micro_batch import MicroBatch, scatter_to_batch, split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed.cluster import collective
-from roll.strategies.train import create_train_strategy
+from roll.strategies import create_train_strategy, strategy_facts
 from roll.utils.checkpoint import rng_state, set_rng_state
 
 
@@ -31,7 +31,7 @@ class LossConfig:
     """The loss and update settings of one train_step (the pipeline fills it from the top-level config)."""
 
     ppo_epochs: int = 1
-    mini_batch_size: int | None = None  # sequences per optimizer step on each rank; None: per_device × grad_accum
+    mini_batch_size: int | None = None  # sequences per optimizer step on each rank; None: training_args.mini_batch_size
     pg_clip_low: float = 0.2
     pg_clip_high: float = 0.2
     dual_clip: float | bool | None = None  # True: c = 1 + 2 · pg_clip_high
@@ -44,6 +44,13 @@ class LossConfig:
     max_grad_norm: float | None = 1.0  # None or ≤ 0: no clipping
     value_clip: float | None = None  # critic only
     shuffle: bool = True
+
+
+def is_single_update(samples_on_rank: int, ppo_epochs: int, mini_batch_size: int) -> bool:
+    """True when a train step makes exactly one optimizer step (one epoch, every sample in one
+    mini-batch). The policy then has not moved before any sample is trained on, so the old log-probs
+    equal the ones the step's own forward pass computes and need no scoring pass of their own."""
+    return ppo_epochs == 1 and samples_on_rank <= mini_batch_size
 
 
 def seed_everything(seed: int) -> None:
@@ -122,6 +129,9 @@ class TrainWorker:
         return lambda n: split_padded(batch, rows)
 
     # --- the PPO update loop ----------------------------------------------------------------------
+    def mini_batch_size(self, cfg: LossConfig) -> int:
+        return cfg.mini_batch_size or self.config.training_args.mini_batch_size
+
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
@@ -133,10 +143,10 @@ class TrainWorker:
 
     def run_train_step(self, batch: Batch, cfg: LossConfig) -> dict[str, float]:
         """ppo_epochs passes over shuffled mini-batches; one optimizer step per mini-batch."""
-        if self.strategy.name == "hf_train" and self.world_size > 1:
-            raise ValueError("hf_train trains in one process; use strategy_name: fsdp2_train for several training workers")
-        targs = self.config.training_args
-        size = cfg.mini_batch_size or targs.per_device_train_batch_size * targs.gradient_accumulation_steps
+        facts = strategy_facts(self.strategy.name)
+        if not facts.multi_rank and self.world_size > 1:
+            raise ValueError(f"{facts.name} trains in one process; for several training workers use strategy_name: {facts.alternative}")
+        size = self.mini_batch_size(cfg)
         if size < 1 or cfg.ppo_epochs < 1:
             raise ValueError(f"mini_batch_size ({size}) and ppo_epochs ({cfg.ppo_epochs}) must be ≥ 1")
         if cfg.norm_length is None:

@@ -1,15 +1,18 @@
 """AgenticConfig: everything an agentic run needs, loaded from Hydra YAML (see roll/configs/loader.py).
 
-Build one with `roll.configs.load_config(config_path, config_name, overrides)`; it is validated once,
+Build one with `load_agentic_config(config_path, config_name, overrides)`; it is validated once,
 at load time (roll/configs/validation.py), so a bad config fails before any worker starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
+from roll.algorithms.advantages import estimator_needs_values
 from roll.configs.base_config import BaseConfig
+from roll.configs.loader import load_config
 from roll.configs.worker_config import GeneratingArgs, WorkerConfig
 
 DEFAULT_ENV_MANAGER_CLS = "roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager"
@@ -98,9 +101,14 @@ class AgenticConfig(BaseConfig):
 
     @property
     def uses_critic(self) -> bool:
-        return self.adv_estimator == "gae"
+        return estimator_needs_values(self.adv_estimator)
 
     @property
     def uses_reference(self) -> bool:
         kl_in_reward = self.add_token_level_kl and (self.init_kl_coef > 0 or self.target_kl is not None)
         return kl_in_reward or (self.use_kl_loss and self.kl_loss_coef > 0)
+
+
+def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = ()) -> AgenticConfig:
+    """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied."""
+    return load_config(config_path, config_name, overrides, config_cls=AgenticConfig)

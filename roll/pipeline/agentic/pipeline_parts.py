@@ -12,6 +12,7 @@ from roll.algorithms import AdaptiveKLController, FixedKLController
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.cluster import Cluster
+from roll.strategies.registry import scoring_strategy
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
@@ -32,15 +33,13 @@ def build_kl_controller(config: "AgenticConfig"):
 def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
     """Optimizer steps the whole run takes on one rank: the lr schedule's length."""
     per_rank = math.ceil(config.rollout_batch_size / worker.num_workers)
-    mini = worker.training_args.per_device_train_batch_size * worker.training_args.gradient_accumulation_steps
-    return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / mini))
+    return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / worker.training_args.mini_batch_size))
 
 
 def forward_only(worker: WorkerConfig) -> WorkerConfig:
     """The reference only scores log-probs: it runs the training worker's forward pass, never its optimizer."""
     worker = copy.deepcopy(worker)
-    if worker.strategy_args.strategy_name in ("hf_infer", "vllm", "sglang"):
-        worker.strategy_args.strategy_name = "hf_train"
+    worker.strategy_args.strategy_name = scoring_strategy(worker.strategy_args.strategy_name)
     return worker
 
 
@@ -74,7 +73,7 @@ def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
     args = worker.training_args
     return LossConfig(
         ppo_epochs=config.ppo_epochs,
-        mini_batch_size=args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        mini_batch_size=args.mini_batch_size,
         pg_clip_low=config.pg_clip_low if config.pg_clip_low is not None else config.pg_clip,
         pg_clip_high=config.pg_clip_high if config.pg_clip_high is not None else config.pg_clip,
         dual_clip=True if config.dual_clip_loss else None,
