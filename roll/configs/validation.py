@@ -34,9 +34,11 @@ DTYPES = ("fp32", "bf16", "fp16")
 
 def validate(config: "AgenticConfig") -> None:
     """Raises ConfigError naming the first problem and its fix; fills derived defaults in place."""
+    # envs first: importing their class paths runs the user's modules, whose registrations (an advantage
+    # estimator, a KL kind, ...) the choice checks then accept like built-in names
+    _check_custom_envs(config)
     _check_choices(config)
     _check_ranges(config)
-    _check_custom_envs(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -164,7 +166,8 @@ def _check_env_manager_cls(where: str, path: str) -> None:
     try:
         manager_cls = get_class(path)
     except Exception as error:  # ImportError, ValueError, or whatever the user's module raised on import
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        lines = str(error).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
+        reason = " ".join(lines[1:] or lines) or type(error).__name__
         raise ConfigError(f"{where}.env_manager_cls: cannot import {path!r} ({reason}). Give the class path of an "
                           f"env manager, e.g. roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager, "
                           f"whose module is on PYTHONPATH.") from None

@@ -61,8 +61,9 @@ def get_env_cls(env_type: str) -> type[BaseEnv]:
         try:
             env_cls = get_class(env_type)
         except (ImportError, ValueError) as exc:
+            lines = str(exc).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
             raise ValueError(f"env_type {env_type!r} is not a registered name and its class path does not import: "
-                             f"{str(exc).splitlines()[0]}. Is its module on PYTHONPATH?") from None
+                             f"{' '.join(lines[1:] or lines)} Is its module on PYTHONPATH?") from None
         _check_env_class(env_cls, f"env_type {env_type!r}")
         return env_cls
     close = difflib.get_close_matches(str(env_type), list(_REGISTRY), n=1)
