@@ -14,6 +14,7 @@ from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHO
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import WorkerConfig
 from roll.strategies.registry import allowed_strategies, strategy_facts
+from roll.utils.tracking import TRACKERS, tracker_names
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
@@ -27,7 +28,6 @@ CHOICES = {
     "reward_normalization.norm_mean_type": NORM_TYPES,
     "reward_normalization.norm_std_type": NORM_TYPES,
 }
-TRACKERS = ("stdout", "tensorboard", "wandb")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -63,9 +63,9 @@ def _check_choices(config: "AgenticConfig") -> None:
         if value not in allowed:
             shown = [a for a in allowed if a is not None]
             raise ConfigError(f"{dotted}: {value!r} is not one of {shown}.{did_you_mean(str(value), shown)}")
-    for tracker in _trackers(config.track_with):
+    for tracker in tracker_names(config.track_with):
         if tracker not in TRACKERS:
-            raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {list(TRACKERS)} joined by commas.{did_you_mean(tracker, TRACKERS)}")
+            raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {TRACKERS.names()} joined by commas.{did_you_mean(tracker, TRACKERS)}")
     for role, worker in _workers(config):
         strategy = worker.strategy_args.strategy_name
         allowed = allowed_strategies(role)
@@ -84,10 +84,6 @@ def _check_choices(config: "AgenticConfig") -> None:
                 f"{role}.training_args.lr_scheduler_type: {worker.training_args.lr_scheduler_type!r} is not one of "
                 f"{list(LR_SCHEDULERS)}.{did_you_mean(worker.training_args.lr_scheduler_type, LR_SCHEDULERS)}"
             )
-
-
-def _trackers(track_with: str) -> list[str]:
-    return [t.strip() for t in track_with.split(",") if t.strip()]
 
 
 def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:

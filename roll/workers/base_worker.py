@@ -6,7 +6,6 @@ Workers only compute (DESIGN.md principle 1): the pipeline decides what to call 
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -14,7 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import Tensor
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, set_seed
 
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
@@ -53,12 +52,6 @@ def is_single_update(samples_on_rank: int, ppo_epochs: int, mini_batch_size: int
     return ppo_epochs == 1 and samples_on_rank <= mini_batch_size
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 class TrainWorker:
     """A model trained by one strategy on one data-parallel rank. `kind` is "causal_lm" or "value"."""
 
@@ -82,7 +75,7 @@ class TrainWorker:
         if not path:
             raise ValueError(f"{type(self).__name__} needs model_args.model_name_or_path (or model_path)")
         # The same seed on every rank: a freshly initialised head (the critic's) must match across ranks.
-        seed_everything(seed)
+        set_seed(seed)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.strategy = create_train_strategy(
             worker_config.strategy_args.strategy_name or "hf_train",
@@ -97,7 +90,7 @@ class TrainWorker:
             strategy_config=worker_config.strategy_args.strategy_config,
         )
         self.train_steps_done = 0
-        seed_everything(seed + rank)
+        set_seed(seed + rank)
 
     # --- micro-batches ----------------------------------------------------------------------------
     def plan_micro_batches(self, batch: Batch, train: bool) -> list[tuple[MicroBatch, float]]:

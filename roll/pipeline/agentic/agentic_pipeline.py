@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict
 
-import torch
 from tqdm import tqdm
+from transformers import set_seed
 
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
@@ -37,7 +37,7 @@ logger = logging.getLogger("roll.pipeline")
 class AgenticPipeline:
     def __init__(self, config: AgenticConfig) -> None:
         self.config = config
-        torch.manual_seed(config.seed)
+        set_seed(config.seed)
         self.checkpoint_root = checkpoints.checkpoint_root(config.output_dir, config.checkpoint_config)
         self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
         self.step = 0  # steps completed; logs number steps from 1

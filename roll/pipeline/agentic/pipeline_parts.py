@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 from pathlib import Path
@@ -121,13 +122,22 @@ def _plain(value):
 
 def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "AgenticConfig", checkpoint_root: Path) -> str:
     """The end-of-run summary: validation success and validity per tag, first vs last, and where things are."""
+    from rich.console import Console
+    from rich.table import Table
+
     lines = [f"run {config.exp_name!r} finished after {config.max_steps} steps"]
     if val_history:
         (first_step, first), (last_step, last) = val_history[0], val_history[-1]
-        keys = sorted(k for k in last if k.endswith(("/success", "/action_is_valid")))
-        lines.append(f"{'validation metric':<48}{'before (step %d)' % first_step:>18}{'after' :>10}")
-        for key in keys:
-            lines.append(f"{key:<48}{first.get(key, float('nan')):>18.3f}{last[key]:>10.3f}")
+        table = Table(box=None)
+        table.add_column("validation metric")
+        table.add_column(f"before (step {first_step})", justify="right")
+        table.add_column(f"after (step {last_step})", justify="right")
+        for key in sorted(k for k in last if k.endswith(("/success", "/action_is_valid"))):
+            table.add_row(key, f"{first.get(key, float('nan')):.3f}", f"{last[key]:.3f}")
+        # Plain text (no colour codes): the summary goes to the log file as well as the terminal.
+        console = Console(file=io.StringIO(), width=100, color_system=None)
+        console.print(table)
+        lines.append(console.file.getvalue().rstrip())
     lines.append(f"metrics:     {Path(config.logging_dir) / 'metrics.jsonl'}")
     lines.append(f"trajectories: {Path(config.logging_dir) / 'trajectories'}")
     lines.append(f"checkpoints: {checkpoint_root}")
