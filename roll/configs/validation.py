@@ -34,9 +34,11 @@ DTYPES = ("fp32", "bf16", "fp16")
 
 def validate(config: "AgenticConfig") -> None:
     """Raises ConfigError naming the first problem and its fix; fills derived defaults in place."""
+    # envs first: importing their class paths runs the user's modules, whose registrations (an advantage
+    # estimator, a KL kind, ...) the choice checks then accept like built-in names
+    _check_custom_envs(config)
     _check_choices(config)
     _check_ranges(config)
-    _check_custom_envs(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -118,16 +120,26 @@ def _check_ranges(config: "AgenticConfig") -> None:
 
 
 def _check_custom_envs(config: "AgenticConfig") -> None:
-    from roll.agentic.env import get_env_config_cls, list_env_types, make_env_config
+    """Each env resolves (a registered name or a BaseEnv class path, imported here so a user's module
+    that does not import fails now), its env_config keys and values fit its config dataclass, and its
+    env manager class path imports."""
+    from roll.agentic.env import get_env_cls, list_env_types
 
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
         known = list_env_types()
-        if spec.env_type not in known:
-            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}.{did_you_mean(spec.env_type, known)}")
+        if spec.env_type not in known and "." not in spec.env_type:
+            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}, "
+                              f"or give the class path of a BaseEnv subclass (my_pkg.envs.MyEnv).{did_you_mean(spec.env_type, known)}")
+        try:
+            env_cls = get_env_cls(spec.env_type)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{where}.env_type: {error}") from None
         _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
         _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
-        config_cls = get_env_config_cls(spec.env_type)
+        _require(isinstance(spec.agent_template, str) and bool(spec.agent_template),
+                 f"{where}.agent_template must be a non-empty string, got {spec.agent_template!r}")
+        config_cls = env_cls.config_cls
         valid = set(getattr(config_cls, "__dataclass_fields__", {}))
         for key in spec.env_config:
             if key not in valid:
@@ -136,9 +148,28 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
                     f"({config_cls.__name__}).{did_you_mean(key, valid)} Valid keys: {', '.join(sorted(valid))}."
                 )
         try:  # values too: ranges, symbol tables, action regexes
-            make_env_config(spec.env_type, **spec.env_config)
+            config_cls.from_values(spec.env_config, spec.env_type)
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
+        _check_env_manager_cls(where, spec.env_manager_cls)
+
+
+def _check_env_manager_cls(where: str, path: str) -> None:
+    """The env manager's class path imports here, in the driver, before any worker starts (the Ray
+    env workers import it again in their own processes)."""
+    from hydra.utils import get_class
+
+    try:
+        manager_cls = get_class(path)
+    except Exception as error:  # ImportError, ValueError, or whatever the user's module raised on import
+        lines = str(error).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
+        reason = " ".join(lines[1:] or lines) or type(error).__name__
+        raise ConfigError(f"{where}.env_manager_cls: cannot import {path!r} ({reason}). Give the class path of an "
+                          f"env manager, e.g. roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager, "
+                          f"whose module is on PYTHONPATH.") from None
+    if not callable(getattr(manager_cls, "run_episode", None)):
+        raise ConfigError(f"{where}.env_manager_cls: {path!r} has no run_episode method; subclass "
+                          f"roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager.")
 
 
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:

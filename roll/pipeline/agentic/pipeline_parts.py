@@ -67,7 +67,7 @@ def build_rollout(config: "AgenticConfig", actor_infer: Cluster, mode: str):
     manager = config.train_env_manager if mode == "train" else config.val_env_manager
     return RolloutScheduler(manager, config.custom_envs, config.sequence_length, config.seed,
                             tokenizer_path=config.actor_infer.model_args.model_name_or_path,
-                            infer=actor_infer, mode=mode)
+                            infer=actor_infer, mode=mode, generating_args=config.actor_infer.generating_args)
 
 
 def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
