@@ -60,7 +60,7 @@ def test_trained_weights_reach_the_infer_worker(tiny_model_dir, ray_session):
         assert infer.execute_all("get_version") == [1]
         assert after.output_ids != first.output_ids
         assert after.output_ids[0] == TARGET[0]  # the trained-for token now wins
-        assert after.get("weight_version", 1) == 1
+        assert after.weight_version == 1
         # and it is exactly what the trained weights generate greedily on their own
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
         model.load_state_dict(trained)
