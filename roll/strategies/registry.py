@@ -66,6 +66,10 @@ def register_strategy(facts: StrategyFacts, *, replace: bool = False) -> Strateg
         raise ValueError(f"strategy {facts.name!r} is already registered; pass replace=True to override it on purpose")
     if facts.kind not in ("train", "infer"):
         raise ValueError(f"strategy {facts.name!r}: kind must be 'train' or 'infer', got {facts.kind!r}")
+    can_be_refused = facts.class_path is None or facts.needs_cuda or facts.package
+    if (facts.class_path is None and not facts.refusal) or (can_be_refused and not facts.alternative):
+        raise ValueError(f"strategy {facts.name!r}: a row that can be refused needs `alternative` "
+                         f"(and `refusal` when class_path is None), so the refusal tells the user what to use")
     STRATEGIES[facts.name] = facts
     return facts
 

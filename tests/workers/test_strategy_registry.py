@@ -95,3 +95,13 @@ def test_lora_with_a_strategy_that_cannot_train_adapters_fails_at_load():
                                      "actor_train.model_args.lora_rank=8"])
     message = str(info.value)
     assert "actor_train.model_args.lora_rank" in message and "'fsdp2_train'" in message and "['hf_train']" in message
+
+
+def test_a_row_that_can_be_refused_must_say_what_to_use_instead(table):
+    with pytest.raises(ValueError, match="needs `alternative`"):
+        register_strategy(StrategyFacts("no_class_test", "infer", None, refusal="not built yet."))
+    with pytest.raises(ValueError, match="`refusal` when class_path is None"):
+        register_strategy(StrategyFacts("no_reason_test", "infer", None, alternative="hf_infer"))
+    with pytest.raises(ValueError, match="already registered"):
+        register_strategy(StrategyFacts("hf_infer", "infer", "roll.strategies.hf_infer.HFInferStrategy"))
+    assert "no_class_test" not in STRATEGIES and "no_reason_test" not in STRATEGIES
