@@ -36,9 +36,7 @@ def strategy_problem(strategy: str, cuda: bool) -> str | None:
                 f"on the GPU too (token ids and log-probs exactly as training sees them).")
     if strategy == "deepspeed_train":
         if importlib.util.find_spec("deepspeed") is None:
-            return "deepspeed_train needs DeepSpeed, which is not installed: pip install deepspeed, or use strategy_name: fsdp2_train (PyTorch FSDP2, no extra package)."
-        if not cuda:
-            return "deepspeed_train needs a CUDA GPU; on CPU use strategy_name: hf_train (one process) or fsdp2_train (several, over gloo)."
+            return "deepspeed_train needs DeepSpeed, which is not installed: pip install 'roll[deepspeed]', or use strategy_name: fsdp2_train (PyTorch FSDP2, no extra package)."
     if strategy == "megatron_train":
         return "megatron_train is not supported by roll; use strategy_name: fsdp2_train (PyTorch FSDP2), which shards the same way for models of this size."
     return None
