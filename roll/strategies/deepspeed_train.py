@@ -64,7 +64,7 @@ def roll_deepspeed_config(
     config = copy.deepcopy(dict(strategy_config or {}))
     for key, owner in ROLL_OWNED.items():
         if key in config:
-            raise ValueError(f"deepspeed_train: strategy_config.{key} is not used; roll builds it from {owner}. Remove it.")
+            raise ValueError(f"strategy_config.{key} is not used; roll builds it from {owner}. Remove it.")
     micro, accum = training_args.per_device_train_batch_size, training_args.gradient_accumulation_steps
     derived = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": accum,
                "train_batch_size": micro * accum * world_size}
@@ -72,14 +72,14 @@ def roll_deepspeed_config(
         given = config.get(key, AUTO)
         if given != AUTO and given != value:
             raise ValueError(
-                f"deepspeed_train: strategy_config.{key} is {given!r} but training_args make it {value} "
+                f"strategy_config.{key} is {given!r} but training_args make it {value} "
                 f"(per_device_train_batch_size={micro}, gradient_accumulation_steps={accum}, {world_size} ranks); "
                 f"set it in training_args and write `{key}: auto` or leave it out"
             )
         config[key] = value
     if config.get("gradient_clipping", AUTO) != AUTO:
         raise ValueError(
-            "deepspeed_train: strategy_config.gradient_clipping is not used; roll clips with max_grad_norm on every "
+            "strategy_config.gradient_clipping is not used; roll clips with max_grad_norm on every "
             "strategy (so DeepSpeed's own default of 1.0 cannot differ from it). Set max_grad_norm and write "
             "`gradient_clipping: auto` or leave it out"
         )
@@ -89,13 +89,13 @@ def roll_deepspeed_config(
         wanted = model_args.dtype == section
         if values.get("enabled", AUTO) not in (AUTO, wanted):
             raise ValueError(
-                f"deepspeed_train: strategy_config.{section}.enabled is {values['enabled']!r} but model_args.dtype is "
+                f"strategy_config.{section}.enabled is {values['enabled']!r} but model_args.dtype is "
                 f"{model_args.dtype!r}; choose the precision with model_args.dtype and write `enabled: auto`"
             )
         config[section] = {**values, "enabled": wanted}
     zero = {k: v for k, v in dict(config.get("zero_optimization") or DEFAULT_ZERO).items() if v != AUTO}
     if zero.get("stage", 0) not in (0, 1, 2, 3):
-        raise ValueError(f"deepspeed_train: strategy_config.zero_optimization.stage must be 0, 1, 2 or 3, got {zero['stage']!r}")
+        raise ValueError(f"strategy_config.zero_optimization.stage must be 0, 1, 2 or 3, got {zero['stage']!r}")
     config["zero_optimization"] = zero
     # roll's worker owns accumulation: backward() only accumulates and step() is the boundary.
     config["managed_gradient_accumulation"] = False
@@ -231,9 +231,11 @@ class DeepSpeedTrainStrategy:
     def full_state_dict(self) -> dict[str, Tensor]:
         """Every parameter and buffer, on CPU, on rank 0 (ZeRO-3: gathered layer by layer; collective)."""
         if self.zero_stage == 3:
+            # Parameters small enough to stay whole on every rank come back as the live tensors: copy.
             state = self.engine._zero3_consolidated_16bit_state_dict()
-            return {k: v.detach().cpu() for k, v in state.items()} if self.rank == 0 else {}
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        else:
+            state = self.model.state_dict()
+        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()} if self.rank == 0 else {}
 
     def inference_state_dict(self) -> dict[str, Tensor]:
         return self.full_state_dict()

@@ -66,20 +66,68 @@ def test_config_takes_roll_settings_and_refuses_conflicts():
             roll_deepspeed_config(bad, targs, ModelArgs(), 1)
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_one_rank_matches_hf_train(stage, tiny_model_dir, hf_reference):
-    hf_logprobs, hf_metrics, hf_after = hf_reference
+def train_save_resume(config, tmp_path, num_workers: int) -> dict:
+    """One step (checked against hf_train), a checkpoint, a second step; then a fresh cluster resumes the
+    checkpoint and makes the second step again."""
     batch = make_batch()
-    cluster = Cluster("ds", ActorWorker, ds_config(tiny_model_dir, stage), executor="local")
+    step = STEP if num_workers == 1 else dataclasses.replace(STEP, mini_batch_size=8 // num_workers)
+    executor = "local" if num_workers == 1 else "ray"
+
+    def start(name):
+        return Cluster(name, ActorWorker, config, num_workers=num_workers, executor=executor, threads_per_worker=1)
+
+    out = {}
+    cluster = start("ds_run")
     try:
-        before = cluster.execute_rank0("get_state_dict")
-        logprobs = cluster.execute_rank0("compute_log_probs", batch)["logprobs"]
-        metrics = cluster.execute_rank0("train_step", batch, STEP)
-        after = cluster.execute_rank0("get_state_dict")
+        out["before"] = cluster.execute_rank0("get_state_dict")
+        out["logprobs"] = cluster.dispatch_batch("compute_log_probs", batch)["logprobs"]
+        out["metrics"] = cluster.dispatch_batch("train_step", batch, loss_cfg=step)
+        out["after"] = cluster.execute_rank0("get_state_dict")
+        cluster.execute_all("save_checkpoint", tmp_path / "ckpt")
+        cluster.dispatch_batch("train_step", batch, loss_cfg=step)
+        out["continued"] = cluster.execute_rank0("get_state_dict")
     finally:
         cluster.shutdown()
-    assert (logprobs - hf_logprobs).abs().max() < 1e-5
-    assert max_abs_diff(before, after) > 1e-3
-    assert max_abs_diff(after, hf_after) < 1e-5
+    cluster = start("ds_resume")
+    try:
+        cluster.execute_all("load_checkpoint", tmp_path / "ckpt")
+        out["loaded"] = cluster.execute_rank0("get_state_dict")
+        cluster.dispatch_batch("train_step", batch, loss_cfg=step)
+        out["resumed"] = cluster.execute_rank0("get_state_dict")
+    finally:
+        cluster.shutdown()
+    return out
+
+
+def check_run(out: dict, hf_reference, checkpoint) -> None:
+    from transformers import AutoModelForCausalLM
+
+    hf_logprobs, hf_metrics, hf_after = hf_reference
+    assert (out["logprobs"] - hf_logprobs).abs().max() < 1e-5
+    assert max_abs_diff(out["before"], out["after"]) > 1e-3
+    assert max_abs_diff(out["after"], hf_after) < 1e-5
+    metrics = out["metrics"] if isinstance(out["metrics"], dict) else out["metrics"][0]
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/lr"):
         assert metrics[key] == pytest.approx(hf_metrics[key], rel=1e-5, abs=1e-6), key
+    # resume is exact: the same weights, then the same next step bit for bit
+    assert max_abs_diff(out["loaded"], out["after"]) == 0
+    assert max_abs_diff(out["continued"], out["after"]) > 1e-3
+    assert max_abs_diff(out["resumed"], out["continued"]) == 0
+    # the actor weights are an ordinary Hugging Face folder
+    reloaded = AutoModelForCausalLM.from_pretrained(checkpoint).state_dict()
+    assert max_abs_diff({k: reloaded[k] for k in out["after"]}, out["after"]) == 0
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_one_rank_matches_hf_train_and_resumes_exactly(stage, tiny_model_dir, hf_reference, tmp_path):
+    out = train_save_resume(ds_config(tiny_model_dir, stage), tmp_path, num_workers=1)
+    check_run(out, hf_reference, tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("stage", [2, 3, pytest.param(0, marks=pytest.mark.slow), pytest.param(1, marks=pytest.mark.slow)])
+def test_two_ranks_match_hf_train_and_resume_exactly(stage, tiny_model_dir, hf_reference, tmp_path, ray_session):
+    out = train_save_resume(ds_config(tiny_model_dir, stage), tmp_path, num_workers=2)
+    check_run(out, hf_reference, tmp_path / "ckpt")
+    assert out["metrics"][0] == out["metrics"][1]  # metrics are reduced over ranks
+    shards = {p.name for p in (tmp_path / "ckpt" / "deepspeed" / "state").iterdir()}
+    assert stage == 0 or {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards, shards
