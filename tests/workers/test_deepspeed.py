@@ -66,9 +66,10 @@ def test_config_takes_roll_settings_and_refuses_conflicts():
             roll_deepspeed_config(bad, targs, ModelArgs(), 1)
 
 
-def train_save_resume(config, tmp_path, num_workers: int) -> dict:
-    """One step (checked against hf_train), a checkpoint, a second step; then a fresh cluster resumes the
-    checkpoint and makes the second step again."""
+def train_save_resume(config, tmp_path, num_workers: int, fresh: bool = True) -> dict:
+    """One step (checked against hf_train), a checkpoint, a second step; then the checkpoint is loaded
+    (into a fresh cluster, or with fresh=False back into the same engines, whose weights and optimizer
+    state have moved on since) and the second step is made again."""
     batch = make_batch()
     step = STEP if num_workers == 1 else dataclasses.replace(STEP, mini_batch_size=8 // num_workers)
     executor = "local" if num_workers == 1 else "ray"
@@ -87,8 +88,10 @@ def train_save_resume(config, tmp_path, num_workers: int) -> dict:
         cluster.dispatch_batch("train_step", batch, loss_cfg=step)
         out["continued"] = cluster.execute_rank0("get_state_dict")
     finally:
-        cluster.shutdown()
-    cluster = start("ds_resume")
+        if fresh:
+            cluster.shutdown()
+    if fresh:
+        cluster = start("ds_resume")
     try:
         cluster.execute_all("load_checkpoint", tmp_path / "ckpt")
         out["loaded"] = cluster.execute_rank0("get_state_dict")
@@ -124,9 +127,11 @@ def test_one_rank_matches_hf_train_and_resumes_exactly(stage, tiny_model_dir, hf
     check_run(out, hf_reference, tmp_path / "ckpt")
 
 
-@pytest.mark.parametrize("stage", [2, 3, pytest.param(0, marks=pytest.mark.slow), pytest.param(1, marks=pytest.mark.slow)])
-def test_two_ranks_match_hf_train_and_resume_exactly(stage, tiny_model_dir, hf_reference, tmp_path, ray_session):
-    out = train_save_resume(ds_config(tiny_model_dir, stage), tmp_path, num_workers=2)
+# Two Ray ranks cost about a minute per cluster here: the fast suite keeps ZeRO-3 (partitioned weights
+# gathered for sync and checkpoints) and reloads into the same engines; -m slow runs every stage.
+@pytest.mark.parametrize("stage,fresh", [(3, False)] + [pytest.param(s, True, marks=pytest.mark.slow) for s in (0, 1, 2, 3)])
+def test_two_ranks_match_hf_train_and_resume_exactly(stage, fresh, tiny_model_dir, hf_reference, tmp_path, ray_session):
+    out = train_save_resume(ds_config(tiny_model_dir, stage), tmp_path, num_workers=2, fresh=fresh)
     check_run(out, hf_reference, tmp_path / "ckpt")
     assert out["metrics"][0] == out["metrics"][1]  # metrics are reduced over ranks
     shards = {p.name for p in (tmp_path / "ckpt" / "deepspeed" / "state").iterdir()}

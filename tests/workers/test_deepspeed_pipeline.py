@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from roll.configs.errors import ConfigError
+from roll.configs import ConfigError, load_config
 from tests.pipeline.test_end_to_end import overrides, read_metrics, run_to_end, work  # noqa: F401 (fixture)
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: pip install 'roll[deepspeed]' (scripts/bootstrap.sh installs it)")
@@ -17,7 +17,8 @@ def test_cpu_example_trains_two_steps_on_deepspeed(tiny_model_dir, work):  # noq
     run_to_end(overrides(tiny_model_dir, work, max_steps=2, extra=DEEPSPEED, eval_steps="0"), work)
     train_rows = [r for r in read_metrics(work) if "actor/pg_loss" in r]
     assert [r["step"] for r in train_rows] == [1, 2]
-    assert all(math.isfinite(r["actor/grad_norm"]) and r["actor/grad_norm"] > 0 for r in train_rows)
+    # (a tiny random policy may earn equal rewards in a group: zero advantages, a zero gradient)
+    assert all(math.isfinite(r["actor/grad_norm"]) and math.isfinite(r["actor/pg_loss"]) for r in train_rows)
     actor = work / "out" / "checkpoints" / "checkpoint-2" / "actor_train"
     assert any(actor.rglob("*.safetensors")), "actor weights saved in Hugging Face format"
     assert (actor / "deepspeed" / "state").is_dir(), "DeepSpeed's own checkpoint beside them"
