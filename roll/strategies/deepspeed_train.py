@@ -8,10 +8,10 @@ fills in). Accumulation is roll's: DeepSpeed runs with `managed_gradient_accumul
 (dynamic batching, packing). Checkpoints hold DeepSpeed's own files (ZeRO partitions, optimizer,
 schedule) under `deepspeed/` plus the full weights as a Hugging Face folder.
 
-On CPU DeepSpeed compiles one C++ op (shared-memory all-reduce) the first time a process group starts;
-the build is cached in EXTENSIONS_DIR and built with the pinned `ninja` of the `roll[deepspeed]` extra,
-so the cost (about 1-4 minutes) is paid once per machine. The optimizer is torch's AdamW, so none of
-DeepSpeed's optimizer ops is ever compiled.
+Nothing is compiled: the optimizer is torch's AdamW (no DeepSpeed optimizer op) and the one op DeepSpeed
+would build on CPU at process-group start, unused by training, is skipped (skip_unused_shm_comm_op).
+Should a user's config need a compiled op, it builds once per machine into EXTENSIONS_DIR with the
+`ninja` pinned by the `roll[deepspeed]` extra (prepare_extension_builds).
 """
 
 from __future__ import annotations
