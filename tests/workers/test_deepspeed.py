@@ -121,9 +121,13 @@ def check_run(out: dict, hf_reference, checkpoint) -> None:
     assert max_abs_diff({k: reloaded[k] for k in out["after"]}, out["after"]) == 0
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_one_rank_matches_hf_train_and_resumes_exactly(stage, tiny_model_dir, hf_reference, tmp_path):
-    out = train_save_resume(ds_config(tiny_model_dir, stage), tmp_path, num_workers=1)
+OFFLOAD = {"offload_optimizer": {"device": "cpu"}}
+
+
+@pytest.mark.parametrize("stage,extra", [(0, None), (1, None), (2, None), (3, None), (2, OFFLOAD),
+                                         (3, {**OFFLOAD, "offload_param": {"device": "cpu"}})])
+def test_one_rank_matches_hf_train_and_resumes_exactly(stage, extra, tiny_model_dir, hf_reference, tmp_path):
+    out = train_save_resume(ds_config(tiny_model_dir, stage, extra), tmp_path, num_workers=1)
     check_run(out, hf_reference, tmp_path / "ckpt")
 
 
