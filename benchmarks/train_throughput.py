@@ -112,7 +112,9 @@ def main() -> None:
     threads = torch.get_num_threads()
     load = os.getloadavg()[0]
     flops = matmul_flops()
-    batch = mixed_batch(args.num_seqs, args.min_len, args.max_len, vocab=32000)
+    from transformers import AutoConfig
+
+    batch = mixed_batch(args.num_seqs, args.min_len, args.max_len, vocab=min(32000, AutoConfig.from_pretrained(model_dir).vocab_size))
     useful = int(batch.tensors["attention_mask"].sum())
     base = WorkerConfig(
         model_args=ModelArgs(model_name_or_path=str(model_dir)),
@@ -126,7 +128,8 @@ def main() -> None:
         cluster = Cluster(name, ActorWorker, dataclasses.replace(base, **overrides), executor="local", threads_per_worker=threads)
         try:
             worker = cluster.hosts[0].worker
-            params = sum(p.numel() for p in worker.strategy.model.parameters())
+            # counted on the first run: ZeRO-3 leaves only empty partitions in the module
+            params = params or sum(p.numel() for p in worker.strategy.model.parameters())
             plan = worker.plan_micro_batches(batch, train=True)
             computed = sum(mb.num_tokens for mb, _ in plan)
             cluster.execute_rank0("train_step", batch.index(range(2)), cfg)  # warm-up: allocator, kernels
@@ -141,7 +144,7 @@ def main() -> None:
     limit = flops / (6 * params)
     plain = rows[0][4]
     tuned = "default malloc" if args.no_malloc_tuning else "malloc tuned"
-    print(f"\nSmolLM2-135M-Instruct ({params / 1e6:.1f}M params), fp32, {threads} threads, {tuned}, "
+    print(f"\n{'SmolLM2-135M-Instruct' if not args.model else args.model} ({params / 1e6:.1f}M params), fp32, {threads} threads, {tuned}, "
           f"load avg at start {load:.2f} (other users of the cores slow every figure)")
     print(f"batch: {args.num_seqs} sequences of {args.min_len}-{args.max_len} tokens, {useful} real tokens, "
           f"padded width {batch.tensors['input_ids'].shape[1]}")
