@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from roll.configs import ConfigError, load_config
+from roll.configs import ConfigError
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 from tests.pipeline.test_end_to_end import overrides, read_metrics, run_to_end, work  # noqa: F401 (fixture)
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: pip install 'roll[deepspeed]' (scripts/bootstrap.sh installs it)")
@@ -32,4 +33,4 @@ def test_bad_deepspeed_settings_fail_before_any_worker_starts(tiny_model_dir, tm
     ]
     for extra, match in cases:
         with pytest.raises(ConfigError, match=match):
-            load_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", [*base, *extra])
+            load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", [*base, *extra])
