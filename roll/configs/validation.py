@@ -39,6 +39,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_custom_envs(config)
     _check_choices(config)
     _check_ranges(config)
+    _check_deepspeed(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -83,6 +84,24 @@ def _check_choices(config: "AgenticConfig") -> None:
             raise ConfigError(
                 f"{role}.training_args.lr_scheduler_type: {worker.training_args.lr_scheduler_type!r} is not one of "
                 f"{list(LR_SCHEDULERS)}.{did_you_mean(worker.training_args.lr_scheduler_type, LR_SCHEDULERS)}"
+            )
+
+
+def _check_deepspeed(config: "AgenticConfig") -> None:
+    """deepspeed_train roles: their strategy_config against roll's own settings, before any worker starts."""
+    from roll.strategies.deepspeed_train import roll_deepspeed_config
+
+    for role, worker in _workers(config):
+        if worker.strategy_args.strategy_name != "deepspeed_train":
+            continue
+        try:
+            roll_deepspeed_config(worker.strategy_args.strategy_config, worker.training_args, worker.model_args, worker.num_workers)
+        except ValueError as error:
+            raise ConfigError(f"{role}.strategy_args.{error}") from None
+        if role == "actor_train" and config.sft_warmup.steps:
+            raise ConfigError(
+                "sft_warmup.steps: the SFT warm-up steps its own AdamW beside the training strategy, which a DeepSpeed "
+                "engine does not allow (ZeRO holds the gradients); set sft_warmup.steps=0 or use fsdp2_train/hf_train."
             )
 
 

@@ -30,6 +30,32 @@ FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False)
 
 
+def join_process_group(device: torch.device, rank: int, world_size: int, dist_addr: tuple[str, int] | None, strategy: str) -> None:
+    """Joins (or reuses) the default process group: gloo on CPU, NCCL on GPU, at `dist_addr`."""
+    if dist.is_initialized():
+        return
+    if dist_addr is None:
+        if world_size > 1:
+            raise ValueError(f"{strategy} with several ranks needs a rendezvous address; build it through roll.distributed.Cluster")
+        from roll.distributed.rendezvous import free_address
+
+        dist_addr = free_address()
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(device)
+    host, port = dist_addr
+    dist.init_process_group(
+        backend, init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size, timeout=timedelta(minutes=30),
+    )
+
+
+def all_reduce_values(values: list[float], op: str, device: torch.device) -> list[float]:
+    """Sums (op="sum") or maxima (op="max") of a few floats over all ranks, in float64."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device if device.type == "cuda" else "cpu")
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
 class FSDP2TrainStrategy(HFTrainStrategy):
     name = "fsdp2_train"
     fused_optimizer = False
@@ -37,22 +63,7 @@ class FSDP2TrainStrategy(HFTrainStrategy):
     def setup_distributed(self, dist_addr: tuple[str, int] | None) -> None:
         if self.model_args.lora_rank:
             raise ValueError("LoRA (model_args.lora_rank) is supported with hf_train only for now; use strategy_name: hf_train")
-        if dist.is_initialized():
-            return
-        if dist_addr is None:
-            if self.world_size > 1:
-                raise ValueError("fsdp2_train with several ranks needs a rendezvous address; build it through roll.distributed.Cluster")
-            from roll.distributed.rendezvous import free_address
-
-            dist_addr = free_address()
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(self.device)
-        host, port = dist_addr
-        dist.init_process_group(
-            backend, init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.world_size,
-            timeout=timedelta(minutes=30),
-        )
+        join_process_group(self.device, self.rank, self.world_size, dist_addr, self.name)
 
     def wrap_model(self) -> None:
         self.model.to(self.device)
@@ -73,9 +84,7 @@ class FSDP2TrainStrategy(HFTrainStrategy):
         return contextlib.nullcontext()  # FSDP2's MixedPrecisionPolicy casts the parameters instead
 
     def all_reduce(self, values: list[float], op: str = "sum") -> list[float]:
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device if self.device.type == "cuda" else "cpu")
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-        return tensor.tolist()
+        return all_reduce_values(values, op, self.device)
 
     def loss_scale(self) -> float:
         # FSDP averages gradients over ranks; losses already divide by whole-mini-batch counts, so

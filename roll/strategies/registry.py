@@ -176,8 +176,8 @@ for _row in (
     StrategyFacts("fsdp2_train", "train", "roll.strategies.fsdp2_train.FSDP2TrainStrategy",
                   alternative="hf_train (one process)", sharded=True),
     StrategyFacts("deepspeed_train", "train", "roll.strategies.deepspeed_train.DeepSpeedTrainStrategy",
-                  alternative=_FSDP2, needs_cuda=True, package="deepspeed", package_title="DeepSpeed",
-                  install="pip install deepspeed", sharded=True),
+                  alternative=_FSDP2, needs_cuda=False, package="deepspeed", package_title="DeepSpeed",
+                  install="pip install 'roll[deepspeed]'", sharded=True),
     StrategyFacts("megatron_train", "train", None, alternative=_FSDP2 + ", which shards the same way for models of this size",
                   refusal="megatron_train is not supported by roll."),
 ):
