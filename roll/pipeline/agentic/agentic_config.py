@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from roll.configs.base_config import BaseConfig
+from roll.configs.report_config import AlarmConfig, ReportConfig
 from roll.configs.worker_config import GeneratingArgs, WorkerConfig
 
 DEFAULT_ENV_MANAGER_CLS = "roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager"
@@ -75,6 +76,8 @@ class AgenticConfig(BaseConfig):
     critic: WorkerConfig | None = None  # needed by adv_estimator: gae; defaults to actor_train's settings
     reference: WorkerConfig | None = None  # needed when a KL term is used; defaults to actor_infer's model
     sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)  # saved trajectories, report.html, progress lines
+    alarms: AlarmConfig = field(default_factory=AlarmConfig)  # collapse alarm thresholds
 
     # Top-level names that ROLL's envs files define only to be interpolated elsewhere
     # (e.g. `max_steps: ${max_actions_per_traj}`); they are YAML variables, not settings.

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from roll.data.batch import Batch
 from roll.pipeline.agentic.env_manager.traj_env_manager import as_dict
@@ -77,6 +77,7 @@ class RolloutScheduler:
         self.group_tags = split_groups(cfg.num_env_groups, list(cfg.tags), cfg.num_groups_partition)
         self.group_order = round_robin_by_tag(self.group_tags)
         self.max_failures = max_failures
+        self.on_progress: Callable[[int, int, int], None] | None = None  # (episodes done, total, tokens generated)
         self.max_traj_per_env = getattr(cfg, "max_traj_per_env", -1)
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
@@ -152,6 +153,7 @@ class RolloutScheduler:
         done_groups: list[tuple[int, list[dict]]] = []
         failures: Counter = Counter()
         next_task = need
+        generated_so_far = 0
         while len(done_groups) < need:
             for task, group in list(pending):
                 if group in busy:
@@ -175,6 +177,9 @@ class RolloutScheduler:
                         r["traj_group_id"] = f"{self.mode}{step}-g{task}"
                         r["traj_id"] = f"{self.mode}{step}-g{task}-{i}"
                     done_groups.append((task, results))
+                    if self.on_progress is not None:
+                        generated_so_far += sum(r["generated_tokens"] for r in results)
+                        self.on_progress(len(done_groups) * self.group_size, n, generated_so_far)
                     continue
                 for r in bad:
                     failures[r["failure"]] += 1
