@@ -113,7 +113,9 @@ PAGE_SCRIPT = r"""
     const box = el("div", {});
     if (ep.turns_note) box.append(el("p", {class: "note"}, "No boards: " + ep.turns_note));
     const segs = withTokens ? segments(ep.tokens) : [];
-    (ep.turns || []).forEach((t, k) => {
+    // trajectories saved before per-turn records existed: replies and rewards only
+    const turns = ep.turns || (ep.actions || []).map((reply, k) => ({reply: reply, reward: rewardsOf(ep)[k]}));
+    turns.forEach((t, k) => {
       const head = el("h4", {}, "Turn " + (k + 1) + " · reward " + fmt(t.reward, 2));
       if (t.valid !== undefined) head.append(" · ", el("span", {class: t.valid ? "valid" : "invalid"}, t.valid ? "valid" : "invalid"));
       if (t.action !== null && t.action !== undefined) head.append(" · action " + t.action);
@@ -140,7 +142,7 @@ PAGE_SCRIPT = r"""
   }
   data.episodes.forEach((ep, i) => {
     const rewards = rewardsOf(ep);
-    const d = el("details", {class: "episode", "data-index": i, "data-kind": ep.kind, "data-step": ep.step, "data-tag": ep.tag,
+    const d = el("details", {class: "episode", "data-index": i, "data-traj": ep.traj_id, "data-kind": ep.kind, "data-step": ep.step, "data-tag": ep.tag,
       "data-success": isSuccess(ep) ? "1" : "0", "data-seed": ep.env_seed, "data-turns": rewards.length,
       "data-rewards": JSON.stringify(rewards)}, summaryOf(ep));
     const draw = () => { if (!d.dataset.drawn) { d.append(drawEpisode(ep, true)); d.dataset.drawn = "1"; } };

@@ -71,7 +71,7 @@ class TrajectoryRecorder:
         length = int(batch["attention_mask"][i].sum())
         ids = batch["input_ids"][i, :length].tolist()
         row["tokens"] = {
-            "text": [self.tokenizer.decode([t]) for t in ids],
+            "text": token_texts(self.tokenizer, ids, batch["response_mask"][i, :length].tolist()),
             "response_mask": batch["response_mask"][i, :length].tolist(),
             "logprobs": [round(x, 4) for x in batch["infer_logprobs"][i, :length].tolist()],
         }
@@ -108,6 +108,30 @@ class TrajectoryRecorder:
         except Exception as exc:  # a viewer aid: an env that cannot replay costs the boards, never the run
             logger.warning("could not replay episode %s for the report: %s: %s", row.get("traj_id"), type(exc).__name__, exc)
             return plain, f"replay failed: {type(exc).__name__}: {exc}"
+
+
+def token_texts(tokenizer: Any, ids: list[int], response_mask: list[int]) -> list[str]:
+    """The text each token adds, so that a reply's token texts join to its decoded text. A byte-level
+    token that ends inside a multi-byte character adds "" and the token that completes it adds the
+    character (decoding tokens one by one would show two halves as two replacement marks)."""
+    texts: list[str] = []
+    start = 0
+    for end in range(1, len(ids) + 1):
+        if end < len(ids) and response_mask[end] == response_mask[start]:
+            continue
+        emitted = ""
+        for k in range(start, end):  # one prompt or reply segment: its decodes grow from its start
+            full = tokenizer.decode(ids[start:k + 1], clean_up_tokenization_spaces=False)
+            if full.endswith("\ufffd") and k + 1 < end:
+                texts.append("")  # an incomplete character: the next token finishes it
+            elif full.startswith(emitted):
+                texts.append(full[len(emitted):])
+                emitted = full
+            else:
+                texts.append(tokenizer.decode([ids[k]], clean_up_tokenization_spaces=False))
+                emitted = full
+        start = end
+    return texts
 
 
 def _plain(value: Any) -> Any:
