@@ -29,9 +29,11 @@ def run(tiny_model_dir):
     work = Path(tempfile.mkdtemp(prefix="rep", dir="/tmp"))  # Ray's socket paths must stay short
     extra = {"eval_steps": "1", "save_steps": "10", "sft_warmup.steps": "0", "report.trajectories_per_step": str(TRAIN_SAVED),
              "report.val_trajectories": str(VAL_SAVED), "track_with": "stdout"}
-    output = run_to_end(overrides(tiny_model_dir, work, max_steps=2, extra=extra), work)
-    yield work, output
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        output = run_to_end(overrides(tiny_model_dir, work, max_steps=2, extra=extra), work)
+        yield work, output
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def saved_episodes(logs: Path) -> list[dict]:
