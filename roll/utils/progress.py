@@ -120,6 +120,8 @@ class RunProgress:
                    f"episodes {done}/{total} | {self.tokens / max(elapsed, 1e-9):.0f} tok/s")
 
     def _beat(self) -> None:
-        while not self._stop.wait(min(1.0, self.interval_s / 4)):
-            if self.phases and time.monotonic() - self.last_line >= self.interval_s:
+        tick = min(0.5, self.interval_s / 4)
+        while not self._stop.wait(tick):
+            # one tick early, so that no gap between lines exceeds interval_s
+            if self.phases and time.monotonic() - self.last_line >= self.interval_s - tick:
                 self._emit(self.status_line())

@@ -29,7 +29,7 @@ def test_long_phases_print_a_line_at_least_every_interval(caplog):
     assert any(re.fullmatch(r"progress: step 2/5 \| rollout done in 1\.\d s \| episodes 4/8 \| \d+ tok/s", m) for m in lines), lines
     assert any(re.fullmatch(r"progress: step 2/5 \| training \d+ s", m) for m in lines), lines
     gaps = [b[0] - a[0] for a, b in zip(stamped, stamped[1:])]
-    assert max(gaps) < 0.3 + 0.5, gaps
+    assert max(gaps) <= 0.3 + 0.2, gaps  # a line at least every interval_s (+ scheduling slack on a busy machine)
 
 
 def test_a_terminal_gets_bars_not_lines(caplog):
