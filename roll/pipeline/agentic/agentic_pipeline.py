@@ -61,7 +61,8 @@ class AgenticPipeline:
     def run(self) -> dict[str, float]:
         config = self.config
         if self.step == 0 and config.sft_warmup.steps > 0:
-            self.sft_warmup()
+            with self.progress.phase("sft warm-up"):
+                self.sft_warmup()
         self.progress.begin(self.step + 1)
         for step in range(self.step + 1, config.max_steps + 1):
             metrics: dict[str, float] = {}
@@ -149,7 +150,8 @@ class AgenticPipeline:
 
         if self.val_rollout is not None:
             self.sync_weights(version=0)
-            self.tracker.log(self.validate(0), 0)
+            with self.progress.phase("time/step_val"):
+                self.tracker.log(self.validate(0), 0)
         run_sft_warmup(self.config, self.actor_train, self.tracker)
 
     # --- state ---------------------------------------------------------------------------------
@@ -178,7 +180,8 @@ class AgenticPipeline:
         final: dict[str, float] = {}
         if self.val_rollout is not None and self.config.max_steps > 0:
             self.sync_weights(version=self.config.max_steps + 1)
-            final = self.validate(self.config.max_steps + 1)
+            with self.progress.phase("time/step_val"):
+                final = self.validate(self.config.max_steps + 1)
             self.tracker.log(final, self.config.max_steps + 1)
         self.write_report()
         logger.info("\n%s", summary_table(self.val_history, self.config, self.checkpoint_root))
