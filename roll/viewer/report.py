@@ -29,8 +29,11 @@ def step_rows(rows: list[dict[str, float]]) -> list[dict[str, Any]]:
         values = [v for k, v in row.items() if k.startswith(prefix) and k.endswith(suffix)]
         return sum(values) / len(values) if values else None
 
+    by_step: dict[int, dict[str, float]] = {}
+    for row in rows:  # a step may log twice (step 0: the first validation, then the SFT warm-up)
+        by_step.setdefault(int(row["step"]), {}).update(row)
     out = []
-    for row in sorted(rows, key=lambda r: r["step"]):
+    for _, row in sorted(by_step.items()):
         out.append({
             "step": int(row["step"]),
             "success": mean_of(row, "env/", "/success"),

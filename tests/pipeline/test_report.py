@@ -57,6 +57,7 @@ class EpisodeEntries(HTMLParser):
         self.depth = 0  # <details> nesting inside the current entry
         self.in_summary = False
         self.compare_seeds: list[str] = []
+        self.table_steps: list[int] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -65,6 +66,8 @@ class EpisodeEntries(HTMLParser):
             self.entries.append({"attrs": a, "summary": "", "turns": 0, "reply_tokens": 0})
             self.depth = 1
             return
+        if tag == "tr" and "data-step" in a:
+            self.table_steps.append(int(a["data-step"]))
         if tag == "div" and "compare" in classes:
             self.compare_seeds.append(a["data-seed"])
         if not self.depth:
@@ -123,6 +126,7 @@ def test_report_in_chromium_has_one_entry_per_saved_episode(run, tmp_path):
         assert "rewards " + ", ".join(f"{r:.2f}" for r in ep["step_rewards"]) in entry["summary"]
         assert entry["turns"] == turns, "each turn drawn once"
         assert entry["reply_tokens"] == sum(ep["tokens"]["response_mask"]), "every generated token shown with its log-prob"
+    assert page.table_steps == sorted({r["step"] for r in metrics_rows(logs)}), "one table row per logged step"
     val_seeds = {str(ep["env_seed"]) for ep in episodes if ep["kind"] == "val"}
     assert sorted(page.compare_seeds) == sorted(val_seeds), "the same validation maps side by side"
 
