@@ -18,14 +18,14 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roll.agentic.env import make_env
 from roll.data.batch import Batch
-from roll.pipeline.agentic.env_manager.traj_env_manager import as_dict, build_env
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 logger = logging.getLogger(__name__)
-META_KEYS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards")
+META_KEYS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards", "stop_reason")
 
 
 def trajectory_file(logging_dir: str | Path, kind: str, step: int) -> Path:
@@ -38,7 +38,7 @@ class TrajectoryRecorder:
     def __init__(self, config: "AgenticConfig") -> None:
         self.logging_dir = Path(config.logging_dir)
         self.counts = {"train": config.report.trajectories_per_step, "val": config.report.val_trajectories}
-        self.custom_envs = {tag: as_dict(env) for tag, env in config.custom_envs.items()}
+        self.custom_envs = config.custom_envs
         self.format_penalty = {"train": config.train_env_manager.format_penalty, "val": config.val_env_manager.format_penalty}
         self.tokenizer_path = config.actor_infer.model_args.model_name_or_path
         self._tokenizer = None
@@ -87,11 +87,11 @@ class TrajectoryRecorder:
         spec = self.custom_envs.get(row.get("tag"))
         if spec is None or row.get("env_seed") is None:
             return plain, "no env spec or seed to replay the boards with"
-        env_config = dict(spec.get("env_config") or {})
+        env_kwargs = dict(spec.env_config)  # as the env manager builds it (env_manager/traj_env_manager.py)
         if self.format_penalty[kind] is not None:
-            env_config["format_penalty"] = self.format_penalty[kind]
+            env_kwargs["format_penalty"] = self.format_penalty[kind]
         try:
-            env = build_env(spec.get("env_type", "frozen_lake"), env_config)
+            env = make_env(spec.env_type, **env_kwargs)
             board, _ = env.reset(row["env_seed"])
             turns = []
             for text, recorded in zip(replies, rewards):
