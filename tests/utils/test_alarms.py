@@ -10,22 +10,23 @@ from transformers import AutoTokenizer
 
 from roll.configs.errors import ConfigError
 from roll.configs.report_config import AlarmConfig
+from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.utils.alarms import ALARMS, CollapseWatch, identical_reply_share, response_spans
 
 HEALTHY_REPLIES = ["<answer>Left</answer>", "<answer>Down</answer>", "I go <answer>Right</answer>", "<answer>Up</answer>"]
 
 
-def trajectory(tokenizer, replies: list[str], logprob: float, group: str) -> dict:
+def trajectory(tokenizer, replies: list[str], logprob: float, group: str) -> Trajectory:
     """A two-turn trajectory built like the env manager builds one: prompt, reply + eos, prompt, reply + eos."""
-    ids, mask = [], []
+    tokens = TokenBuffer()
     for turn, reply in enumerate(replies):
-        prompt = tokenizer(f"Turn {turn + 1}. Map:\n_P_G\nYour move?").input_ids
+        tokens.add_prompt(tokenizer(f"Turn {turn + 1}. Map:\n_P_G\nYour move?").input_ids)
         out = tokenizer(reply).input_ids + [tokenizer.eos_token_id]
-        ids += prompt + out
-        mask += [0] * len(prompt) + [1] * len(out)
-    return {"input_ids": ids, "response_mask": mask, "infer_logprobs": [logprob * m for m in mask], "score": 0.0,
-            "tag": "FrozenLake", "actions": replies, "traj_group_id": group, "env_metrics": {}}
+        tokens.add_response(out, [logprob] * len(out))
+    return Trajectory.from_tokens(tokens, score=0.0, step_rewards=[0.0] * len(replies), actions=replies, messages=[],
+                                  env_metrics={}, tag="FrozenLake", env_seed=1, stop_reason="max_steps",
+                                  generated_tokens=sum(tokens.response_mask), traj_group_id=group)
 
 
 @pytest.fixture(scope="module")
