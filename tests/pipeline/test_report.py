@@ -27,12 +27,15 @@ TRAIN_SAVED, VAL_SAVED = 3, 4
 def run(tiny_model_dir):
     """Two steps with a validation before each and one after; the launcher's output goes to a file."""
     work = Path(tempfile.mkdtemp(prefix="rep", dir="/tmp"))  # Ray's socket paths must stay short
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_raylet_start_wait_time_s", "180")  # a busy machine's Ray start-up is slow, not broken
     extra = {"eval_steps": "1", "save_steps": "10", "sft_warmup.steps": "0", "report.trajectories_per_step": str(TRAIN_SAVED),
              "report.val_trajectories": str(VAL_SAVED), "track_with": "stdout"}
     try:
         output = run_to_end(overrides(tiny_model_dir, work, max_steps=2, extra=extra), work)
         yield work, output
     finally:
+        patch.undo()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -158,6 +158,8 @@ class RolloutScheduler:
         failures: Counter = Counter()
         next_task = need
         generated_so_far = 0
+        if self.on_progress is not None:
+            self.on_progress(0, need * self.group_size, 0)
         while len(done_groups) < need:
             for task, group in list(pending):
                 if group in busy:
