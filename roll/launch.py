@@ -27,7 +27,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    for noisy in ("httpx", "urllib3", "filelock"):
+    for noisy in ("httpx", "urllib3", "filelock", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

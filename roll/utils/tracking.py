@@ -23,8 +23,11 @@ logger = logging.getLogger("roll.metrics")
 _HEADLINE = (
     ("success", "/success"), ("valid", "/action_is_valid"), ("score", "critic/score/mean"),
     ("pg_loss", "actor/pg_loss"), ("kl", "critic/kl"), ("entropy", "actor/entropy"),
-    ("rollout_s", "time/step_rollout"), ("train_s", "time/step_train"), ("tps", "system/tps"),
+    ("tps", "system/tps"),
 )
+# Every phase's seconds, so a step line says where the time went.
+_TIMINGS = (("sync", "time/step_model_update"), ("val", "time/step_val"), ("rollout", "time/step_rollout"),
+            ("logp", "time/step_logprobs"), ("train", "time/step_train"), ("step", "time/step_total"))
 
 
 def headline(metrics: dict[str, float]) -> str:
@@ -39,6 +42,9 @@ def headline(metrics: dict[str, float]) -> str:
     val = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success")]
     if val:
         parts.append(f"val_success {sum(val) / len(val):.3f}")
+    timings = [f"{label} {metrics[key]:.1f}" for label, key in _TIMINGS if key in metrics]
+    if timings:
+        parts.append("time s: " + " ".join(timings))
     return " | ".join(parts)
 
 

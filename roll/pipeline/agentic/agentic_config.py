@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Sequence
 from roll.algorithms.advantages import estimator_needs_values
 from roll.configs.base_config import BaseConfig
 from roll.configs.loader import load_config
+from roll.configs.report_config import AlarmConfig, ReportConfig
 from roll.configs.worker_config import GeneratingArgs, WorkerConfig
 
 DEFAULT_ENV_MANAGER_CLS = "roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager"
@@ -89,6 +90,8 @@ class AgenticConfig(BaseConfig):
     critic: WorkerConfig | None = None  # needed by adv_estimator: gae; defaults to actor_train's settings
     reference: WorkerConfig | None = None  # needed when a KL term is used; defaults to actor_infer's model
     sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)  # saved trajectories, report.html, progress lines
+    alarms: AlarmConfig = field(default_factory=AlarmConfig)  # collapse alarm thresholds
 
     # Top-level names that ROLL's envs files define only to be interpolated elsewhere
     # (e.g. `max_steps: ${max_actions_per_traj}`); they are YAML variables, not settings.

@@ -7,12 +7,10 @@ log-probs and values, train on a batch, save and load.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
 
-from tqdm import tqdm
 from transformers import set_seed
 
 from roll.data.batch import Batch
@@ -24,11 +22,14 @@ from roll.pipeline.agentic.pipeline_parts import (
     build_kl_controller,
     build_rollout,
     loss_config,
-    save_trajectories,
     summary_table,
     val_metrics,
 )
+from roll.utils.alarms import CollapseWatch, turn_token_caps
+from roll.utils.progress import RunProgress
 from roll.utils.tracking import Tracker, headline
+from roll.viewer import write_run_report
+from roll.viewer.records import TrajectoryRecorder
 from roll.workers.base_worker import is_single_update
 
 logger = logging.getLogger("roll.pipeline")
@@ -42,9 +43,16 @@ class AgenticPipeline:
         self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
         self.step = 0  # steps completed; logs number steps from 1
         self.kl_ctrl = build_kl_controller(config)
-        self.actor_train, self.actor_infer, self.reference, self.critic = build_clusters(config)
-        self.train_rollout = build_rollout(config, self.actor_infer, mode="train")
-        self.val_rollout = build_rollout(config, self.actor_infer, mode="val") if config.eval_steps > 0 else None
+        self.progress = RunProgress(config.max_steps, config.report.progress_interval_s)
+        with self.progress.phase("starting workers"):
+            self.actor_train, self.actor_infer, self.reference, self.critic = build_clusters(config)
+            self.train_rollout = build_rollout(config, self.actor_infer, mode="train")
+            self.val_rollout = build_rollout(config, self.actor_infer, mode="val") if config.eval_steps > 0 else None
+        for rollout in (self.train_rollout, self.val_rollout):
+            if rollout is not None:
+                rollout.on_progress = self.progress.episodes_done
+        self.recorder = TrajectoryRecorder(config)
+        self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
@@ -54,15 +62,16 @@ class AgenticPipeline:
     def run(self) -> dict[str, float]:
         config = self.config
         if self.step == 0 and config.sft_warmup.steps > 0:
-            self.sft_warmup()
-        progress = tqdm(total=config.max_steps, initial=self.step, desc="steps", unit="step",
-                        disable=not sys.stderr.isatty(), dynamic_ncols=True)
+            with self.progress.phase("sft warm-up"):
+                self.sft_warmup()
+        self.progress.begin(self.step + 1)
         for step in range(self.step + 1, config.max_steps + 1):
             metrics: dict[str, float] = {}
+            validates = self.val_rollout is not None and (step - 1) % config.eval_steps == 0
             with self.timer(metrics, "time/step_total"):
                 with self.timer(metrics, "time/step_model_update"):
                     self.sync_weights(version=step)
-                if self.val_rollout is not None and (step - 1) % config.eval_steps == 0:
+                if validates:
                     with self.timer(metrics, "time/step_val"):
                         metrics.update(self.validate(step))
                 with self.timer(metrics, "time/step_rollout"):
@@ -74,17 +83,18 @@ class AgenticPipeline:
                 with self.timer(metrics, "time/step_train"):
                     metrics.update(self.train(batch, step))
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
+            metrics.update(self.watch.check(batch, metrics, step))
             tokens = int(batch["attention_mask"].sum())
             metrics["system/tps"] = tokens / max(metrics["time/step_total"], 1e-9)
             metrics["system/samples"] = float(len(batch))
             self.step = step
             self.tracker.log(metrics, step)
-            progress.update(1)
-            progress.set_postfix_str(headline(metrics), refresh=False)
-            save_trajectories(batch, self.config.logging_dir, step)
+            self.progress.step_done(step, headline(metrics))
+            self.recorder.save(batch, step, "train")
+            if validates:
+                self.write_report()
             if step % config.save_steps == 0 or step == config.max_steps:
                 self.save_checkpoint()
-        progress.close()
         return self.finish()
 
     # --- the steps ---------------------------------------------------------------------------
@@ -100,6 +110,7 @@ class AgenticPipeline:
         batch = self.val_rollout.get_batch(size, step)
         metrics = val_metrics(batch)
         self.val_history.append((step, metrics))
+        self.recorder.save(batch, step, "val")
         return metrics
 
     def score(self, batch: Batch) -> None:
@@ -140,7 +151,8 @@ class AgenticPipeline:
 
         if self.val_rollout is not None:
             self.sync_weights(version=0)
-            self.tracker.log(self.validate(0), 0)
+            with self.progress.phase("time/step_val"):
+                self.tracker.log(self.validate(0), 0)
         run_sft_warmup(self.config, self.actor_train, self.tracker)
 
     # --- state ---------------------------------------------------------------------------------
@@ -169,13 +181,23 @@ class AgenticPipeline:
         final: dict[str, float] = {}
         if self.val_rollout is not None and self.config.max_steps > 0:
             self.sync_weights(version=self.config.max_steps + 1)
-            final = self.validate(self.config.max_steps + 1)
+            with self.progress.phase("time/step_val"):
+                final = self.validate(self.config.max_steps + 1)
             self.tracker.log(final, self.config.max_steps + 1)
+        self.write_report()
         logger.info("\n%s", summary_table(self.val_history, self.config, self.checkpoint_root))
         self.shutdown()
         return final
 
+    def write_report(self) -> None:
+        """report.html and the learning-curve plots under logging_dir (see roll/viewer)."""
+        if self.config.report.write_report and self.tracker.jsonl_path.is_file():
+            with self.progress.phase("report"):
+                path, _ = write_run_report(self.config.logging_dir, self.config.exp_name)
+            logger.info("report: %s", path)
+
     def shutdown(self) -> None:
+        self.progress.close()
         self.tracker.close()
         for rollout in (self.train_rollout, self.val_rollout):
             if rollout is not None:
@@ -187,7 +209,8 @@ class AgenticPipeline:
     @contextmanager
     def timer(self, metrics: dict[str, float], key: str):
         start = time.perf_counter()
-        yield
+        with self.progress.phase(key):
+            yield
         metrics[key] = time.perf_counter() - start
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +20,6 @@ from roll.workers.infer_worker import InferWorker
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
-
-TRAJECTORIES_SAVED_PER_STEP = 4
 
 
 def build_kl_controller(config: "AgenticConfig"):
@@ -96,30 +93,6 @@ def val_metrics(batch: Batch) -> dict[str, float]:
     return metrics
 
 
-def save_trajectories(batch: Batch, logging_dir: str, step: int, count: int = TRAJECTORIES_SAVED_PER_STEP) -> Path:
-    """The first few trajectories of a step as readable JSON: the conversation, the score, env metrics."""
-    folder = Path(logging_dir) / "trajectories"
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for i in range(min(count, len(batch))):
-        row = {key: _plain(batch.meta[key][i]) for key in batch.meta}
-        row["score"] = float(batch["scores"][i])
-        if "response_level_rewards" in batch:
-            row["reward"] = float(batch["response_level_rewards"][i])
-        rows.append(row)
-    path = folder / f"step_{step:05d}.json"
-    path.write_text(json.dumps(rows, indent=2, ensure_ascii=False))
-    return path
-
-
-def _plain(value):
-    try:
-        json.dumps(value)
-        return value
-    except TypeError:
-        return str(value)
-
-
 def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "AgenticConfig", checkpoint_root: Path) -> str:
     """The end-of-run summary: validation success and validity per tag, first vs last, and where things are."""
     from rich.console import Console
@@ -140,5 +113,9 @@ def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "Agen
         lines.append(console.file.getvalue().rstrip())
     lines.append(f"metrics:     {Path(config.logging_dir) / 'metrics.jsonl'}")
     lines.append(f"trajectories: {Path(config.logging_dir) / 'trajectories'}")
+    if config.report.write_report:
+        lines.append(f"report:      {Path(config.logging_dir) / 'report.html'}  (rewrite it any time: python -m roll.viewer {config.logging_dir})")
+        plots = sorted((Path(config.logging_dir) / "plots").glob("*.png"))
+        lines.append(f"plots:       {', '.join(str(p) for p in plots) or 'none (no metrics to draw)'}")
     lines.append(f"checkpoints: {checkpoint_root}")
     return "\n".join(lines)

@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from roll.configs.worker_config import GeneratingArgs
 from roll.data.batch import Batch
@@ -83,6 +83,7 @@ class RolloutScheduler:
         self.group_tags = split_groups(cfg.num_env_groups, list(cfg.tags), cfg.num_groups_partition)
         self.group_order = round_robin_by_tag(self.group_tags)
         self.max_failures = max_failures
+        self.on_progress: Callable[[int, int, int], None] | None = None  # (episodes done, total, tokens generated)
         self.max_traj_per_env = cfg.max_traj_per_env
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
@@ -156,6 +157,9 @@ class RolloutScheduler:
         done_groups: list[tuple[int, list[Trajectory]]] = []
         failures: Counter = Counter()
         next_task = need
+        generated_so_far = 0
+        if self.on_progress is not None:
+            self.on_progress(0, need * self.group_size, 0)
         while len(done_groups) < need:
             for task, group in list(pending):
                 if group in busy:
@@ -180,6 +184,9 @@ class RolloutScheduler:
                         for sample in samples:
                             sample.traj_group_id, sample.traj_id = group_id, f"{group_id}-{i}"
                     done_groups.append((task, [sample for samples in results for sample in samples]))
+                    if self.on_progress is not None:
+                        generated_so_far += sum(sample.generated_tokens for sample in done_groups[-1][1])
+                        self.on_progress(len(done_groups) * self.group_size, need * self.group_size, generated_so_far)
                     continue
                 for r in bad:
                     failures[r.kind] += 1

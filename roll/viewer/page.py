@@ -1,0 +1,190 @@
+"""The report page's style and script (plain CSS and JavaScript, no libraries, nothing fetched)."""
+
+PAGE_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.15em; margin: 1.4em 0 .5em; }
+.meta, .note { color: #666; } .note { font-style: italic; }
+table.steps { border-collapse: collapse; font-size: 13px; }
+table.steps td, table.steps th { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: right; }
+table.steps td.alarm { color: #b00; font-weight: 600; text-align: left; }
+.plots img { width: 420px; margin: 0 8px 8px 0; border: 1px solid #ddd; }
+.filters select { margin-right: 1em; }
+details.episode { border: 1px solid #ddd; border-radius: 4px; margin: 4px 0; padding: 4px 8px; }
+details.episode[hidden] { display: none; }
+summary { cursor: pointer; }
+.badge { display: inline-block; min-width: 4.5em; text-align: center; border-radius: 3px; font-size: 12px; }
+.badge.ok { background: #cfc; } .badge.fail { background: #fdd; }
+.turn { border-left: 3px solid #9bd; margin: 8px 0; padding-left: 8px; }
+.turn h4 { margin: 4px 0; font-size: 13px; }
+pre { background: #f6f6f6; padding: 4px 6px; margin: 2px 0; white-space: pre-wrap; }
+pre.board { font-family: monospace; line-height: 1.15; display: inline-block; min-width: 6em; }
+.invalid { color: #b00; } .valid { color: #070; }
+.tokens { font-family: monospace; font-size: 12px; line-height: 1.7; white-space: pre-wrap; word-break: break-all; }
+.tok { border-radius: 2px; padding: 0 1px; margin: 0 1px 0 0; }
+.tok.prompt { color: #777; background: #eee; }
+.compare { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+.compare > div { border: 1px solid #ddd; padding: 4px 8px; }
+"""
+
+PAGE_SCRIPT = r"""
+(function () {
+  const data = JSON.parse(document.getElementById("run-data").textContent);
+  const app = document.getElementById("app");
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else e.setAttribute(k, v);
+    }
+    for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+  const fmt = (v, d) => (v === null || v === undefined) ? "–" : Number(v).toFixed(d === undefined ? 3 : d);
+  const isSuccess = ep => ((ep.env_metrics || {}).success || 0) >= 0.5;
+  const rewardsOf = ep => ep.step_rewards || (ep.turns || []).map(t => t.reward);
+  const where = ep => ep.kind === "val" ? "validation @ step " + ep.step : "step " + ep.step;
+
+  app.append(el("p", {class: "meta"}, data.steps.length + " logged steps · " + data.episodes.length +
+    " saved episodes · written " + data.written));
+
+  if (data.plots.length) {
+    app.append(el("h2", {}, "Learning curves"));
+    const box = el("div", {class: "plots"});
+    for (const p of data.plots) box.append(el("a", {href: p}, el("img", {src: p, alt: p})));
+    app.append(box);
+  }
+
+  app.append(el("h2", {}, "Steps"));
+  const cols = [["step", "step", 0], ["success", "success", 3], ["valid", "valid", 3], ["score", "score", 3],
+    ["entropy", "entropy", 3], ["kl", "kl", 4], ["val_success", "val success", 3], ["val_valid", "val valid", 3],
+    ["step_s", "step s", 1]];
+  const table = el("table", {class: "steps"});
+  table.append(el("tr", {}, ...cols.map(c => el("th", {}, c[1])), el("th", {}, "alarms")));
+  for (const row of data.steps) {
+    table.append(el("tr", {"data-step": row.step}, ...cols.map(c => el("td", {}, fmt(row[c[0]], c[2]))),
+      el("td", {class: "alarm"}, row.alarms.join(", "))));
+  }
+  app.append(table);
+
+  // --- episodes, filters ------------------------------------------------------------------------
+  app.append(el("h2", {}, "Episodes"));
+  const uniq = xs => [...new Set(xs)];
+  const select = (name, options) => el("select", {name: name}, ...options.map(o => el("option", {value: o[0]}, o[1])));
+  const filters = {
+    kind: select("kind", [["", "train and validation"], ["train", "train"], ["val", "validation"]]),
+    tag: select("tag", [["", "every tag"], ...uniq(data.episodes.map(e => e.tag)).map(t => [t, t])]),
+    outcome: select("outcome", [["", "success and failure"], ["1", "success"], ["0", "failure"]]),
+    step: select("step", [["", "every step"], ...uniq(data.episodes.map(e => e.kind + ":" + e.step)).map(s => {
+      const [k, n] = s.split(":"); return [s, k === "val" ? "validation @ step " + n : "step " + n]; })]),
+  };
+  const shown = el("span", {class: "meta"});
+  app.append(el("div", {class: "filters"}, ...Object.values(filters), shown));
+  const list = el("div", {id: "episodes"});
+  app.append(list);
+
+  function segments(tokens) {
+    // one {prompt: [a, b), reply: [b, c)} per turn: the tokens before a reply, then the reply
+    const out = [];
+    if (!tokens) return out;
+    const m = tokens.response_mask;
+    let from = 0;
+    for (let i = 0; i < m.length;) {
+      if (!m[i]) { i++; continue; }
+      let j = i;
+      while (j < m.length && m[j]) j++;
+      out.push({prompt: [from, i], reply: [i, j]});
+      from = j; i = j;
+    }
+    return out;
+  }
+  function tokenSpans(tokens, a, b) {
+    const box = el("div", {class: "tokens"});
+    for (let i = a; i < b; i++) {
+      const span = el("span", {class: tokens.response_mask[i] ? "tok resp" : "tok prompt"}, tokens.text[i]);
+      if (tokens.response_mask[i]) {
+        const lp = tokens.logprobs[i], p = Math.exp(lp);
+        span.title = "log-prob " + lp.toFixed(4) + "  (p = " + p.toFixed(3) + ")";
+        span.style.background = "hsl(" + Math.round(120 * p) + ", 70%, 82%)";
+      } else span.title = "prompt token (response mask 0)";
+      box.append(span);
+    }
+    return box;
+  }
+  function drawEpisode(ep, withTokens) {
+    const box = el("div", {});
+    if (ep.turns_note) box.append(el("p", {class: "note"}, "No boards: " + ep.turns_note));
+    const segs = withTokens ? segments(ep.tokens) : [];
+    // trajectories saved before per-turn records existed: replies and rewards only
+    const turns = ep.turns || (ep.actions || []).map((reply, k) => ({reply: reply, reward: rewardsOf(ep)[k]}));
+    turns.forEach((t, k) => {
+      const head = el("h4", {}, "Turn " + (k + 1) + " · reward " + fmt(t.reward, 2));
+      if (t.valid !== undefined) head.append(" · ", el("span", {class: t.valid ? "valid" : "invalid"}, t.valid ? "valid" : "invalid"));
+      if (t.action !== null && t.action !== undefined) head.append(" · action " + t.action);
+      const turn = el("div", {class: "turn"}, head);
+      if (t.board !== undefined) turn.append(el("pre", {class: "board"}, t.board));
+      turn.append(el("div", {class: "meta"}, "reply"), el("pre", {class: "reply"}, t.reply));
+      if (t.invalid_reason) turn.append(el("div", {class: "note"}, t.invalid_reason));
+      const seg = segs[k];
+      if (seg) {
+        const prompt = el("details", {}, el("summary", {class: "meta"}, "prompt tokens (" + (seg.prompt[1] - seg.prompt[0]) + ")"));
+        prompt.append(tokenSpans(ep.tokens, seg.prompt[0], seg.prompt[1]));
+        turn.append(prompt, el("div", {class: "meta"}, "reply tokens (hover: log-prob)"), tokenSpans(ep.tokens, seg.reply[0], seg.reply[1]));
+      }
+      if (t.board_after !== undefined) turn.append(el("div", {class: "meta"}, "board after"), el("pre", {class: "board"}, t.board_after));
+      box.append(turn);
+    });
+    return box;
+  }
+  function summaryOf(ep) {
+    const ok = isSuccess(ep), rewards = rewardsOf(ep);
+    return el("summary", {}, el("span", {class: "badge " + (ok ? "ok" : "fail")}, ok ? "success" : "failure"),
+      " " + where(ep) + " · " + ep.tag + " · seed " + ep.env_seed + " · ", el("span", {class: "turn-count"}, rewards.length + " turns"),
+      " · rewards ", el("span", {class: "rewards"}, rewards.map(r => fmt(r, 2)).join(", ")), " · score " + fmt(ep.score, 2));
+  }
+  data.episodes.forEach((ep, i) => {
+    const rewards = rewardsOf(ep);
+    const d = el("details", {class: "episode", "data-index": i, "data-traj": ep.traj_id, "data-kind": ep.kind, "data-step": ep.step, "data-tag": ep.tag,
+      "data-success": isSuccess(ep) ? "1" : "0", "data-seed": ep.env_seed, "data-turns": rewards.length,
+      "data-rewards": JSON.stringify(rewards)}, summaryOf(ep));
+    const draw = () => { if (!d.dataset.drawn) { d.append(drawEpisode(ep, true)); d.dataset.drawn = "1"; } };
+    d.addEventListener("toggle", () => { if (d.open) draw(); });
+    if (location.hash === "#open") { d.open = true; draw(); }  // report.html#open: every episode drawn (printing, tests)
+    list.append(d);
+  });
+  function applyFilters() {
+    let n = 0;
+    for (const d of list.children) {
+      const ok = (!filters.kind.value || d.dataset.kind === filters.kind.value) && (!filters.tag.value || d.dataset.tag === filters.tag.value)
+        && (!filters.outcome.value || d.dataset.success === filters.outcome.value)
+        && (!filters.step.value || d.dataset.kind + ":" + d.dataset.step === filters.step.value);
+      d.hidden = !ok; n += ok ? 1 : 0;
+    }
+    shown.textContent = "showing " + n + " of " + list.children.length;
+  }
+  Object.values(filters).forEach(s => s.addEventListener("change", applyFilters));
+  applyFilters();
+
+  // --- the same validation map at two steps ---------------------------------------------------------
+  const valSteps = uniq(data.episodes.filter(e => e.kind === "val").map(e => e.step)).sort((a, b) => a - b);
+  if (valSteps.length >= 2) {
+    app.append(el("h2", {}, "Same validation maps at two steps"));
+    const pick = v => el("select", {}, ...valSteps.map(s => { const o = el("option", {value: s}, "validation @ step " + s); if (s === v) o.selected = true; return o; }));
+    const left = pick(valSteps[0]), right = pick(valSteps[valSteps.length - 1]);
+    const grid = el("div", {id: "compare"});
+    app.append(el("div", {class: "filters"}, left, right), grid);
+    const drawCompare = () => {
+      grid.replaceChildren();
+      const at = s => new Map(data.episodes.filter(e => e.kind === "val" && e.step === Number(s)).map(e => [e.tag + ":" + e.env_seed, e]));
+      const a = at(left.value), b = at(right.value);
+      for (const [key, ea] of a) {
+        const eb = b.get(key);
+        if (!eb) continue;
+        grid.append(el("div", {class: "compare", "data-seed": ea.env_seed},
+          el("div", {}, summaryOf(ea), drawEpisode(ea, false)), el("div", {}, summaryOf(eb), drawEpisode(eb, false))));
+      }
+      if (!grid.children.length) grid.append(el("p", {class: "note"}, "no map saved at both steps"));
+    };
+    left.addEventListener("change", drawCompare); right.addEventListener("change", drawCompare);
+    drawCompare();
+  }
+})();
+"""
