@@ -41,6 +41,11 @@ def strategy_problem(strategy: str, cuda: bool) -> str | None:
             return "deepspeed_train needs a CUDA GPU; on CPU use strategy_name: hf_train (one process) or fsdp2_train (several, over gloo)."
     if strategy == "megatron_train":
         return "megatron_train is not supported by roll; use strategy_name: fsdp2_train (PyTorch FSDP2), which shards the same way for models of this size."
+    if strategy in ("megatron_infer", "deepspeed_infer", "fsdp2_infer"):
+        return (f"{strategy} (ROLL's forward-only {strategy.split('_')[0]} strategy) is not supported by roll; use "
+                f"strategy_name: hf_infer, which roll runs as a forward pass of the training model for the reference.")
+    if strategy == "diffusion_deepspeed_train":
+        return "diffusion_deepspeed_train trains diffusion models, which roll does not support; use hf_train or fsdp2_train for a causal LM."
     return None
 
 

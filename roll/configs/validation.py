@@ -11,7 +11,7 @@ import copy
 from typing import TYPE_CHECKING
 
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
+from roll.configs.worker_config import INFER_STRATEGIES, ROLL_ONLY_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
@@ -66,7 +66,7 @@ def _check_choices(config: "AgenticConfig") -> None:
         allowed = TRAIN_STRATEGIES if role in ("actor_train", "critic") else INFER_STRATEGIES
         if role == "reference":
             allowed = INFER_STRATEGIES + TRAIN_STRATEGIES
-        if strategy not in allowed:
+        if strategy not in allowed and strategy not in ROLL_ONLY_STRATEGIES:
             raise ConfigError(
                 f"{role}.strategy_args.strategy_name: unknown strategy {strategy!r} for {role}; use one of "
                 f"{list(allowed)}.{did_you_mean(strategy, allowed)}"
@@ -124,7 +124,12 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         where = f"custom_envs.{tag}"
         known = list_env_types()
         if spec.env_type not in known:
-            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}.{did_you_mean(spec.env_type, known)}")
+            raise ConfigError(
+                f"{where}.env_type: {spec.env_type!r} is not an env roll bundles or has registered. Bundled: "
+                f"{', '.join(sorted(known))}.{did_you_mean(spec.env_type, known)} To use your own env, register it "
+                f"with roll.agentic.env.register_env({spec.env_type!r}, YourEnv) or name its class by dotted path "
+                f"as env_type (docs/environments.md, 'Writing and registering a new env')."
+            )
         _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
         _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
         config_cls = get_env_config_cls(spec.env_type)
