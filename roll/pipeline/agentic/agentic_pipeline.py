@@ -19,6 +19,7 @@ from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
     build_kl_controller,
@@ -42,7 +43,7 @@ class AgenticPipeline:
         self.step = 0  # steps completed; logs number steps from 1
         self.kl_ctrl = build_kl_controller(config)
         self.actor_train, self.actor_infer, self.reference, self.critic = build_clusters(config)
-        self.train_rollout = build_rollout(config, self.actor_infer, mode="train")
+        self.train_rollout = recorded_rollout(config, lambda: build_rollout(config, self.actor_infer, mode="train"))
         self.val_rollout = build_rollout(config, self.actor_infer, mode="val") if config.eval_steps > 0 else None
         self.val_history: list[tuple[int, dict[str, float]]] = []
         if self.resume_from is not None:
