@@ -11,7 +11,8 @@ from collections.abc import Hashable, Sequence
 import torch
 from torch import Tensor
 
-NORM_METHODS = ("identity", "mean", "mean_std")
+NORM_METHODS = ("identity", "mean", "mean_std", "asym_clip")
+ASYM_CLIP_RANGE = (-1.0, 3.0)  # ROLL's asym_clip: mean_std, then clamped (large wins kept, losses capped)
 NORM_TYPES = ("batch", "group", None)
 
 
@@ -43,10 +44,12 @@ def normalize_rewards(
 
     `groups[i]` is trajectory i's group key (its `traj_group_id`, its tag, or one constant for
     `grouping: batch`). `method`: `identity` (unchanged), `mean` (x − group mean), `mean_std`
-    ((x − group mean) / (group std + eps), std unbiased). When `norm_mean_type` or `norm_std_type`
-    is set they replace `method`: each is `batch`, `group` or None (no shift / no scaling).
-    Degenerate rule (SPEC §4.6): wherever scaling by a std is asked for and that std is undefined
-    (one sample) or ≈ 0 (≤ eps), the normalised reward is 0 — identical rewards carry no signal.
+    ((x − group mean) / (group std + eps), std unbiased), `asym_clip` (mean_std clamped to [−1, 3]).
+    `norm_mean_type` / `norm_std_type` (`batch`, `group`) choose the mean subtracted and the std
+    divided by; each one left None is filled from `method`, as ROLL does.
+    Degenerate rules (SPEC §4.6, ROLL's): a trajectory alone in its group gets 0 whenever anything
+    is normalised; wherever scaling by a std is asked for and that std is undefined or ≈ 0 (≤ eps),
+    the normalised reward is 0 — identical rewards carry no signal.
     """
     if scores.dim() != 1 or len(groups) != scores.shape[0]:
         raise ValueError(f"scores must be [B] with one group key each; got {tuple(scores.shape)} and {len(groups)} keys")
@@ -55,11 +58,8 @@ def normalize_rewards(
     for name, value in (("norm_mean_type", norm_mean_type), ("norm_std_type", norm_std_type)):
         if value not in NORM_TYPES:
             raise ValueError(f"reward_normalization.{name} must be one of {NORM_TYPES}, got {value!r}")
-    if norm_mean_type is None and norm_std_type is None:
-        mean_type = None if method == "identity" else "group"
-        std_type = "group" if method == "mean_std" else None
-    else:
-        mean_type, std_type = norm_mean_type, norm_std_type
+    mean_type = norm_mean_type or (None if method == "identity" else "group")
+    std_type = norm_std_type or ("group" if method in ("mean_std", "asym_clip") else None)
     if scores.numel() == 0 or (mean_type is None and std_type is None):
         return scores.clone()
 
@@ -67,12 +67,15 @@ def normalize_rewards(
     index, n_groups = _group_index(groups, x.device)
     group_mean, group_std = _group_stats(x, index, n_groups)
     batch_mean, batch_std = _group_stats(x, torch.zeros_like(index), 1)
+    alone = torch.isnan(group_std)  # the only member of its group
     shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
     if std_type is None:
-        return shifted.to(scores.dtype)
+        return torch.where(alone, torch.zeros_like(x), shifted).to(scores.dtype)
     std = group_std if std_type == "group" else batch_std
-    degenerate = torch.isnan(std) | (std <= eps)
+    degenerate = alone | torch.isnan(std) | (std <= eps)
     out = torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
+    if method == "asym_clip":
+        out = out.clamp(*ASYM_CLIP_RANGE)
     return out.to(scores.dtype)
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 @dataclass
 class RewardNormalizationConfig:
-    grouping: str = "traj_group_id"  # batch | tags | traj_group_id | any per-trajectory key
-    method: str = "identity"  # identity | mean | mean_std
-    norm_mean_type: str | None = None  # batch | group | None: overrides `method` when set
-    norm_std_type: str | None = None
+    grouping: str = "batch"  # batch | tags | traj_group_id | any per-trajectory key (ROLL's default: batch)
+    method: str = "identity"  # identity | mean | mean_std | asym_clip
+    norm_mean_type: str | None = None  # batch | group; None: from `method`
+    norm_std_type: str | None = None  # batch | group; None: from `method`
 
 
 @dataclass

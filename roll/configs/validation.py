@@ -20,7 +20,7 @@ CHOICES = {
     "adv_estimator": ("gae", "reinforce", "grpo"),
     "kl_penalty": ("kl", "abs", "mse", "k3"),
     "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
-    "reward_normalization.method": ("identity", "mean", "mean_std"),
+    "reward_normalization.method": ("identity", "mean", "mean_std", "asym_clip"),
     "reward_normalization.norm_mean_type": (None, "batch", "group"),
     "reward_normalization.norm_std_type": (None, "batch", "group"),
 }
