@@ -131,4 +131,4 @@ def writable(path: str | None) -> bool:
     candidate = Path(path).expanduser().absolute()
     while not candidate.exists():
         candidate = candidate.parent
-    return os.access(candidate, os.W_OK)
+    return candidate.is_dir() and os.access(candidate, os.W_OK)
