@@ -14,7 +14,7 @@ import typing
 from typing import Any, Union
 
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.roll_keys import keys_for, refused_value
+from roll.configs.roll_keys import field_value_problem, keys_for, refused_value
 
 
 def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
@@ -42,6 +42,11 @@ def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
             refusal = refused_value(key, value)
             if refusal:
                 raise ConfigError(f"{key_path}: {refusal}.")
+            problem = field_value_problem(key, value)
+            if problem and problem[0] == "refuse":
+                raise ConfigError(f"{key_path}: {value!r} is not supported: {problem[1]}.")
+            if problem:
+                warnings.append(f"{key_path} has no effect in roll ({problem[1]}); it is ignored.")
             kwargs[key] = convert(hints[key], value, key_path, warnings)
         elif key in without_effect:
             warnings.append(f"{key_path} has no effect in roll ({without_effect[key]}); it is ignored.")

@@ -228,6 +228,31 @@ REFUSED_VALUES: dict[str, dict[Any, str]] = {
 }
 
 
+# Fields roll's dataclasses carry (so ROLL's configs load) whose values roll does not act on: `inert`
+# values pass silently; others are refused (with `inert`) or warned about (without).
+FIELD_VALUES: dict[str, RollKey] = {
+    "num_beams": RollKey("roll samples", _is(1, None), "beam search is not implemented in roll; use num_beams: 1"),
+    "num_return_sequences": RollKey("each env turn is one request", _is(1, None),
+                                    "ROLL's agentic pipeline uses one sequence per request too; use num_return_sequences: 1"),
+    "repetition_penalty": RollKey("roll's sampler has no repetition penalty", _is(1, 1.0, None),
+                                  "a repetition penalty is not implemented in roll's sampler; use repetition_penalty: 1.0"),
+    "template": RollKey("roll renders prompts with the tokenizer's own chat template"),
+    "agent_runner_cls": RollKey("no agent runner", _is(None),
+                                "ROLL's agent runners are not implemented in roll yet; remove agent_runner_cls"),
+    "max_env_step_concurrent": RollKey("roll steps every env of a worker in its own episode loop, without a cap"),
+}
+
+
+def field_value_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """("refuse" | "warn", reason) when `value` of field `key` is one roll does not act on, else None."""
+    entry = FIELD_VALUES.get(key)
+    if entry is None or value is None:
+        return None
+    if entry.inert is None:
+        return "warn", entry.reason
+    return None if entry.inert(value) else ("refuse", entry.refusal)
+
+
 def keys_for(cls: type) -> dict[str, RollKey]:
     """The ROLL keys of `cls`'s section (and of the sections of its base classes)."""
     table: dict[str, RollKey] = {}
