@@ -11,7 +11,7 @@ import ray
 import torch
 
 from roll.launch import main
-from tests.conftest import SHARED_DIR
+from tests.conftest import REPO_ROOT, SHARED_DIR
 
 ROLL_DIR = SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic"
 CONFIGS = sorted(p.stem for p in ROLL_DIR.glob("*.yaml"))
@@ -78,3 +78,15 @@ def test_dry_run_without_cpu_refuses_gpu_configs_before_any_worker(name, capsys)
     assert gpu_reason or NAMED_FEATURE.search(err), err
     if name not in EXPECTED_REFUSALS:
         assert gpu_reason, err  # a config roll would run elsewhere is refused for the GPU it needs
+
+
+def test_the_docs_table_lists_every_roll_key_roll_does_not_implement():
+    from roll.configs import roll_keys
+
+    doc = (REPO_ROOT / "docs" / "configuration.md").read_text()
+    keys = set(roll_keys.FIELD_VALUES) | set(roll_keys.REFUSED_VALUES)
+    for name, section in roll_keys.SECTIONS.items():
+        if not callable(section):
+            keys |= set(section)
+    missing = sorted(k for k in keys if f"`{k}" not in doc)
+    assert not missing, f"docs/configuration.md does not list {missing}"
