@@ -27,6 +27,7 @@ logger = logging.getLogger("roll.config")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _INTERPOLATION_ROOT = re.compile(r"\$\{\s*([A-Za-z_][\w]*)")
 ROLES = ("actor_train", "actor_infer", "critic", "reference")
+TYPO_CUTOFF = 0.8  # difflib ratio above which an unknown top-level name is taken for a misspelt key
 
 
 def resolve_config_dir(config_path: str | Path) -> Path:
@@ -129,12 +130,14 @@ def config_from_dictconfig(raw: Any, config_cls: type, *, rollout_only: bool = F
 
 def _drop_unused_variables(data: dict[str, Any], config_cls: type) -> None:
     """ROLL's loader ignores top-level YAML names that are no setting (`model_name`, `gem_games`, …),
-    so roll accepts them and lists them once. A name close to a real key stays, to fail as a typo."""
-    from roll.configs.errors import closest
+    so roll accepts them and lists them once. A near-copy of a real key (`seeed`, `max_step`) stays,
+    to fail as a typo with the key suggested."""
+    import difflib
+
     from roll.configs.roll_keys import keys_for
 
     known = set(config_cls.__dataclass_fields__) | set(keys_for(config_cls))
-    unused = [k for k in data if k not in known and closest(str(k), known) is None]
+    unused = [k for k in data if k not in known and not difflib.get_close_matches(str(k), known, n=1, cutoff=TYPO_CUTOFF)]
     for key in unused:
         data.pop(key)
     if unused:
