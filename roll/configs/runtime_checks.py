@@ -63,10 +63,11 @@ def check_runnable(config: "AgenticConfig") -> None:
 
     cuda = has_cuda()
     roles = [(r, getattr(config, r)) for r in ("actor_train", "actor_infer", "critic", "reference") if getattr(config, r) is not None]
-    for role, worker in roles:
+    for role, worker in roles:  # what cannot run at all first, then how it is asked to run
         problem = strategy_problem(worker.strategy_args.strategy_name, cuda)
         if problem:
             raise ConfigError(f"{role}.strategy_args.strategy_name: {problem}")
+    for role, worker in roles:
         check_attention(role, worker)
         check_devices(role, worker, cuda)
         if not cuda and worker.model_args.dtype != "fp32":
