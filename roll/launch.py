@@ -8,7 +8,6 @@ starting nothing. `--cpu` first turns the config into one this machine can run (
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -42,10 +41,11 @@ def setup_logging() -> None:
 
 
 def import_class(path: str) -> type:
-    module_name, _, class_name = path.rpartition(".")
+    from hydra.utils import get_class
+
     try:
-        return getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as error:
+        return get_class(path)
+    except (ImportError, ValueError) as error:
         raise ConfigError(f"pipeline_cls: cannot import {path!r} ({error}); give a full import path such as roll.pipeline.agentic.agentic_pipeline.AgenticPipeline") from None
 
 
@@ -72,15 +72,15 @@ def init_ray(system_envs: dict[str, str]) -> None:
 def load_checked(args: argparse.Namespace, rollout_only: bool):
     """The validated, machine-checked config; --cpu changes are applied and printed first."""
     from roll.configs.cpu_mode import adjust_for_cpu
-    from roll.configs.loader import load_config
     from roll.configs.runtime_checks import check_runnable
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
 
     changes: list[str] = []
     adjust = None
     if args.cpu:
         keep_pretrain = any(o.lstrip("+~").startswith("pretrain=") for o in args.overrides)
         adjust = lambda config: changes.extend(adjust_for_cpu(config, keep_pretrain))  # noqa: E731
-    config = load_config(args.config_path, args.config_name, args.overrides, rollout_only=rollout_only, adjust=adjust)
+    config = load_agentic_config(args.config_path, args.config_name, args.overrides, rollout_only=rollout_only, adjust=adjust)
     for line in changes:
         print(f"--cpu: {line}")
     check_runnable(config)

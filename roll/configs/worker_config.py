@@ -10,12 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-TRAIN_STRATEGIES = ("hf_train", "fsdp2_train", "deepspeed_train", "megatron_train")
-INFER_STRATEGIES = ("hf_infer", "vllm", "sglang")
-# ROLL's other strategy names: known, so a ROLL config loads, and refused by the machine checks with
-# the alternative (roll/configs/runtime_checks.py). (Until the strategy facts table lands.)
-ROLL_ONLY_STRATEGIES = ("megatron_infer", "deepspeed_infer", "fsdp2_infer", "diffusion_deepspeed_train")
-
 
 @dataclass
 class ModelArgs:
@@ -43,6 +37,11 @@ class TrainingArgs:
     adam_beta2: float = 0.999
     adam_epsilon: float = 1.0e-8
 
+    @property
+    def mini_batch_size(self) -> int:
+        """Sequences per optimizer step on each rank: per_device_train_batch_size × gradient_accumulation_steps."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
 
 @dataclass
 class GeneratingArgs:
@@ -59,7 +58,7 @@ class GeneratingArgs:
 
 @dataclass
 class StrategyArgs:
-    strategy_name: str = "hf_infer"
+    strategy_name: str = "hf_infer"  # a name in roll/strategies/registry.py (train or infer kind, by role)
     strategy_config: dict[str, Any] | None = None
 
 

@@ -74,7 +74,8 @@ def test_dry_run_without_cpu_refuses_gpu_configs_before_any_worker(name, capsys)
     err = capsys.readouterr().err
     assert rc == 2 and not ray.is_initialized()
     assert "unknown key" not in err
-    gpu_reason = re.search(r"(megatron_train|vllm) (is not supported by roll|needs a CUDA GPU)", err)
+    gpu_reason = re.search(r"(megatron_train|vllm) (is not supported by roll|needs a CUDA GPU)|"
+                           r"'megatron_train' does not train LoRA adapters", err)
     assert gpu_reason or NAMED_FEATURE.search(err), err
     if name not in EXPECTED_REFUSALS:
         assert gpu_reason, err  # a config roll would run elsewhere is refused for the GPU it needs

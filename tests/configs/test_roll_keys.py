@@ -8,13 +8,14 @@ import logging
 import pytest
 import torch
 
-from roll.configs import ConfigError, load_config
+from roll.configs import ConfigError
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 
 
 def load(*overrides: str):
-    return load_config(*CPU, overrides=list(overrides))
+    return load_agentic_config(*CPU, overrides=list(overrides))
 
 
 def test_a_roll_key_without_effect_loads_with_one_warning(caplog):
