@@ -49,7 +49,6 @@ def check_runnable(config: "AgenticConfig") -> None:
                 logger.warning("%s.model_args.dtype is %s but there is no GPU: roll computes in fp32 on CPU.", role, worker.model_args.dtype)
             worker.model_args.dtype = "fp32"
     check_output_paths(config)
-    check_env_managers(config)
     check_rollout_mock(config)
     for role, worker in roles:
         try:
@@ -123,22 +122,6 @@ def check_output_paths(config: "AgenticConfig") -> None:
                               f"write (or leave it out: roll then writes under output_dir); --cpu does this for you.")
 
 
-def check_env_managers(config: "AgenticConfig") -> None:
-    """Every env manager class a used env names must import here (else each EnvironmentWorker fails)."""
-    from roll.pipeline.agentic.env_manager.traj_env_manager import import_path
-
-    tags = dict.fromkeys([*config.train_env_manager.tags, *config.val_env_manager.tags])
-    for tag in tags:
-        path = config.custom_envs[tag].env_manager_cls
-        try:
-            import_path(path)
-        except (ImportError, ValueError) as error:
-            from roll.pipeline.agentic.agentic_config import DEFAULT_ENV_MANAGER_CLS
-
-            raise ConfigError(f"custom_envs.{tag}.env_manager_cls: {error}. roll's env manager is "
-                              f"{DEFAULT_ENV_MANAGER_CLS} (leave env_manager_cls out to use it).") from None
-
-
 def check_rollout_mock(config: "AgenticConfig") -> None:
     """rollout_mock: a known mode, and in mock mode a folder holding the dumped steps."""
     from roll.pipeline.agentic.rollout_dump import MOCK_MODES, dumped_steps
@@ -163,29 +146,35 @@ def check_first_prompts(config: "AgenticConfig") -> None:
     from transformers import AutoTokenizer
 
     from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
-    from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager, build_env
+    from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 
     tokenizer = AutoTokenizer.from_pretrained(config.actor_infer.model_args.model_name_or_path)
-    tags = dict.fromkeys([*config.train_env_manager.tags, *config.val_env_manager.tags])
-    for tag in tags:
-        manager = TrajEnvManager(tag, config.custom_envs[tag], tokenizer, proxy=None, sequence_length=config.sequence_length)
-        length = _first_prompt_length(manager, config.seed, ChatTokens(tokenizer), build_env)
-        if length >= config.sequence_length:
-            raise ConfigError(
-                f"sequence_length={config.sequence_length} cannot hold the first prompt of env {tag!r}, which is "
-                f"{length} tokens with this model's tokenizer (system prompt, instruction, first observation). "
-                f"Raise sequence_length (to at least {length + manager.max_tokens_per_step} for one full turn) or "
-                f"shorten custom_envs.{tag}'s templates."
-            )
+    checked: set[str] = set()
+    for manager_config in (config.train_env_manager, config.val_env_manager):
+        for tag in [t for t in manager_config.tags if t not in checked]:
+            checked.add(tag)
+            manager = TrajEnvManager(tag, config.custom_envs[tag], manager_config, tokenizer, proxy=None,
+                                     sequence_length=config.sequence_length)
+            length = _first_prompt_length(manager, config.seed, ChatTokens(tokenizer))
+            if length >= config.sequence_length:
+                raise ConfigError(
+                    f"sequence_length={config.sequence_length} cannot hold the first prompt of env {tag!r}, which is "
+                    f"{length} tokens with this model's tokenizer (system prompt, instruction, first observation). "
+                    f"Raise sequence_length (to at least {length + manager.spec.max_tokens_per_step} for one full "
+                    f"turn) or shorten custom_envs.{tag}'s templates."
+                )
 
 
-def _first_prompt_length(manager: Any, seed: int, chat: Any, build_env: Any) -> int:
-    env = build_env(manager.env_type, manager.env_config)
+def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
+    """The manager's own first prompt (its templates and env), without generating."""
+    from roll.agentic.env import make_env
+
+    env = make_env(manager.spec.env_type, **manager.env_kwargs)
     try:
         observation, info = env.reset(seed)
-        instruction = manager.env_instruction or info.get("env_instruction", "")
+        instruction = manager.spec.env_instruction or info.get("env_instruction", "")
         first_user = (instruction + "\n" if instruction else "") + manager._prompt(observation, 0)
-        messages = [{"role": "system", "content": manager.system_template}, {"role": "user", "content": first_user}]
+        messages = [{"role": "system", "content": manager.spec.agent_system_template}, {"role": "user", "content": first_user}]
         return len(chat.start(messages))
     finally:
         close = getattr(env, "close", None)
