@@ -7,6 +7,7 @@ it cannot write, a first prompt that cannot fit sequence_length. bf16 without na
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from typing import TYPE_CHECKING, Any
