@@ -12,4 +12,5 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from roll.launch import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], default_pipeline="roll.pipeline.agentic.agentic_rollout_pipeline.AgenticRolloutPipeline"))
+    sys.exit(main(sys.argv[1:], default_pipeline="roll.pipeline.agentic.agentic_rollout_pipeline.AgenticRolloutPipeline",
+                  rollout_only=True))

@@ -1,5 +1,9 @@
 """The launchers' shared body: parse `--config-path/--config-name` and Hydra overrides, load and check
-the config before any worker starts, start (or join) Ray, build the pipeline class and run it."""
+the config before any worker starts, start (or join) Ray, build the pipeline class and run it.
+
+`--dry-run` stops after the checks: it prints the resolved config and exits 0 (valid) or 2 (refused),
+starting nothing. `--cpu` first turns the config into one this machine can run (roll/configs/cpu_mode.py).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="folder of the YAML (absolute, or relative to the current folder, the repo root or examples/)")
     parser.add_argument("--config-name", "--config_name", dest="config_name", required=True,
                         help="YAML file name without .yaml")
+    parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                        help="compose, validate and run the machine checks, print the resolved config, start nothing")
+    parser.add_argument("--cpu", action="store_true",
+                        help="run on CPU: hf_infer/hf_train, one worker per role, sdpa, fp32, a few groups, shorter "
+                             "lengths, the embedded model unless pretrain= is given; prints each change")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides such as exp_name=x seed=123 actor_train.training_args.learning_rate=1e-5")
     return parser.parse_args(argv)
 
@@ -60,19 +69,45 @@ def init_ray(system_envs: dict[str, str]) -> None:
     ray.init(**kwargs)
 
 
-def main(argv: list[str], default_pipeline: str) -> int:
-    setup_logging()
-    args = parse_args(argv)
+def load_checked(args: argparse.Namespace, rollout_only: bool):
+    """The validated, machine-checked config; --cpu changes are applied and printed first."""
+    from roll.configs.cpu_mode import adjust_for_cpu
     from roll.configs.runtime_checks import check_runnable
     from roll.pipeline.agentic.agentic_config import load_agentic_config
 
+    changes: list[str] = []
+    adjust = None
+    if args.cpu:
+        keep_pretrain = any(o.lstrip("+~").startswith("pretrain=") for o in args.overrides)
+        adjust = lambda config: changes.extend(adjust_for_cpu(config, keep_pretrain))  # noqa: E731
+    config = load_agentic_config(args.config_path, args.config_name, args.overrides, rollout_only=rollout_only, adjust=adjust)
+    for line in changes:
+        print(f"--cpu: {line}")
+    check_runnable(config)
+    return config
+
+
+def print_resolved(config) -> None:
+    from dataclasses import asdict
+
+    from omegaconf import OmegaConf
+
+    print("# resolved config\n" + OmegaConf.to_yaml(OmegaConf.create(asdict(config))))
+
+
+def main(argv: list[str], default_pipeline: str, rollout_only: bool = False) -> int:
+    setup_logging()
+    args = parse_args(argv)
     try:
-        config = load_agentic_config(args.config_path, args.config_name, args.overrides)
-        check_runnable(config)
+        config = load_checked(args, rollout_only)
         pipeline_cls = import_class(config.pipeline_cls or default_pipeline)
     except ConfigError as error:
         print(f"\nConfig error: {error}\n", file=sys.stderr)
         return 2
+    if args.dry_run:
+        print_resolved(config)
+        print(f"dry run: {args.config_name} is valid and this machine can run it ({pipeline_cls.__name__}); nothing was started.")
+        return 0
     os.environ.update(config.system_envs)
     init_ray(config.system_envs)
     pipeline = pipeline_cls(config)

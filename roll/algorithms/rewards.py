@@ -54,11 +54,13 @@ def normalize_rewards(
 
     `groups[i]` is trajectory i's group key (its `traj_group_id`, its tag, or one constant for
     `grouping: batch`). `method`: `identity` (unchanged), `mean` (x − group mean), `mean_std`
-    ((x − group mean) / (group std + eps), std unbiased). When `norm_mean_type` or `norm_std_type`
-    is set they replace `method`: each is `batch`, `group` or None (no shift / no scaling).
-    Further methods are whatever `register_norm_method` added.
-    Degenerate rule (SPEC §4.6): wherever scaling by a std is asked for and that std is undefined
-    (one sample) or ≈ 0 (≤ eps), the normalised reward is 0 — identical rewards carry no signal.
+    ((x − group mean) / (group std + eps), std unbiased), `asym_clip` (mean_std clamped to [−1, 3]);
+    further methods are whatever `register_norm_method` added. `norm_mean_type` / `norm_std_type`
+    (`batch`, `group`) choose the mean subtracted and the std divided by; when only one is set, the
+    other is filled from a built-in `method` (ROLL's rule).
+    Degenerate rules (SPEC §4.6, ROLL's): a trajectory alone in its group gets 0 whenever anything
+    is normalised; wherever scaling by a std is asked for and that std is ≈ 0 (≤ eps), the
+    normalised reward is 0 — identical rewards carry no signal.
     """
     if scores.dim() != 1 or len(groups) != scores.shape[0]:
         raise ValueError(f"scores must be [B] with one group key each; got {tuple(scores.shape)} and {len(groups)} keys")
@@ -72,7 +74,10 @@ def normalize_rewards(
     if norm_mean_type is None and norm_std_type is None:
         out = normalize(x, groups, eps)
     else:
-        out = _shift_and_scale(x, groups, norm_mean_type, norm_std_type, eps)
+        default_mean, default_std = METHOD_TYPES.get(method, (None, None))
+        out = _shift_and_scale(x, groups, norm_mean_type or default_mean, norm_std_type or default_std, eps)
+        if method == "asym_clip":
+            out = out.clamp(*ASYM_CLIP_RANGE)
     return out.to(scores.dtype)
 
 
@@ -83,12 +88,20 @@ def _shift_and_scale(x: Tensor, groups: Sequence[Hashable], mean_type: str | Non
     index, n_groups = _group_index(groups, x.device)
     group_mean, group_std = _group_stats(x, index, n_groups)
     batch_mean, batch_std = _group_stats(x, torch.zeros_like(index), 1)
+    alone = torch.isnan(group_std)  # the only member of its group
     shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
     if std_type is None:
-        return shifted
+        return torch.where(alone, torch.zeros_like(x), shifted)
     std = group_std if std_type == "group" else batch_std
-    degenerate = torch.isnan(std) | (std <= eps)
+    degenerate = alone | torch.isnan(std) | (std <= eps)
     return torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
+
+
+# The (mean, std) types of the built-in methods: the one of a pair left unset is filled from these.
+METHOD_TYPES: dict[str, tuple[str | None, str | None]] = {
+    "identity": (None, None), "mean": ("group", None), "mean_std": ("group", "group"), "asym_clip": ("group", "group"),
+}
+ASYM_CLIP_RANGE = (-1.0, 3.0)  # ROLL's asym_clip: mean_std, then clamped (big wins kept, losses capped)
 
 
 @register_norm_method("identity")
@@ -104,6 +117,11 @@ def _group_mean(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
 @register_norm_method("mean_std")
 def _group_mean_std(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
     return _shift_and_scale(x, groups, "group", "group", eps)
+
+
+@register_norm_method("asym_clip")
+def _asym_clip(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
+    return _shift_and_scale(x, groups, "group", "group", eps).clamp(*ASYM_CLIP_RANGE)
 
 
 def clip_rewards(rewards: Tensor, clip: float | None) -> tuple[Tensor, float]:

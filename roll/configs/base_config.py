@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 
 @dataclass
 class RewardNormalizationConfig:
-    grouping: str = "traj_group_id"  # batch | tags | traj_group_id | any per-trajectory key
-    method: str = "identity"  # identity | mean | mean_std
-    norm_mean_type: str | None = None  # batch | group | None: overrides `method` when set
-    norm_std_type: str | None = None
+    grouping: str = "batch"  # batch | tags | traj_group_id | any per-trajectory key (ROLL's default: batch)
+    method: str = "identity"  # identity | mean | mean_std | asym_clip
+    norm_mean_type: str | None = None  # batch | group; None: from `method`
+    norm_std_type: str | None = None  # batch | group; None: from `method`
+
+
+@dataclass
+class RolloutMockConfig:
+    """ROLL's rollout dump/mock switch (roll/pipeline/agentic/rollout_dump.py): `dump` writes every
+    training rollout batch under dump_dir; `mock` trains on those batches instead of generating."""
+
+    enable: bool = False
+    mode: str = "dump"  # dump | mock
+    dump_dir: str = "./output/rollout_dumps"
 
 
 @dataclass
@@ -63,10 +73,5 @@ class BaseConfig:
     max_grad_norm: float = 1.0
     critic_warmup: int = 0
     reward_normalization: RewardNormalizationConfig = field(default_factory=RewardNormalizationConfig)
-
-    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
-        "num_gpus_per_node": "roll asks Ray for the devices in each worker's device_mapping",
-        "render_save_dir": "roll saves the first trajectories of each step as text under logging_dir",
-        "profiler_output_dir": "no profiler integration yet",
-        "report_length_and_rewards": "roll always logs lengths and rewards",
-    }
+    rollout_dump_dir: str | None = None  # write every training rollout batch here (one file per step)
+    rollout_mock: RolloutMockConfig | None = None  # dump rollouts, or train on dumped ones without generating

@@ -1,7 +1,8 @@
 """Turn plain dicts (from YAML, after Hydra) into typed config dataclasses, checking as we go.
 
-Unknown keys are errors with the closest valid key suggested, except keys that ROLL's configs use
-and roll accepts without effect (a class's `ROLL_KEYS_WITHOUT_EFFECT`): those produce one warning.
+Unknown keys are errors with the closest valid key suggested, except ROLL's keys that roll does not
+implement (the table in roll/configs/roll_keys.py, and a class's `ROLL_KEYS_WITHOUT_EFFECT`): those
+produce one warning, or are refused for a value roll cannot honour. `~` for a template is its default.
 Values are checked against the field's type annotation; ints are accepted where floats are expected.
 """
 
@@ -13,6 +14,7 @@ import typing
 from typing import Any, Union
 
 from roll.configs.errors import ConfigError, did_you_mean
+from roll.configs.roll_keys import field_value_problem, keys_for, refused_value
 
 
 def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
@@ -25,6 +27,7 @@ def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     without_effect: dict[str, str] = getattr(cls, "ROLL_KEYS_WITHOUT_EFFECT", {})
+    roll_keys = keys_for(cls)
     aliases: dict[str, str] = getattr(cls, "ALIASES", {})
     kwargs = {}
     for key, value in data.items():
@@ -34,12 +37,32 @@ def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
                 raise ConfigError(f"{key_path}: {key!r} is another name for {aliases[key]!r}; give only one of them")
             key = aliases[key]
         if key in fields:
+            if value is None and str(key).endswith("template") and _has_default(fields[key]):
+                continue  # ROLL's configs write `~` for "the default template"
+            refusal = refused_value(key, value)
+            if refusal:
+                raise ConfigError(f"{key_path}: {refusal}.")
+            problem = field_value_problem(key, value)
+            if problem and problem[0] == "refuse":
+                raise ConfigError(f"{key_path}: {value!r} is not supported: {problem[1]}.")
+            if problem:
+                warnings.append(f"{key_path} has no effect in roll ({problem[1]}); it is ignored.")
             kwargs[key] = convert(hints[key], value, key_path, warnings)
         elif key in without_effect:
             warnings.append(f"{key_path} has no effect in roll ({without_effect[key]}); it is ignored.")
+        elif key in roll_keys:
+            entry = roll_keys[key]
+            if entry.inert is not None and not entry.inert(value):
+                shown = "this value" if isinstance(value, (dict, list)) else repr(value)
+                raise ConfigError(f"{key_path}: {shown} is not supported: {entry.refusal}.")
+            warnings.append(f"{key_path} has no effect in roll ({entry.reason}); it is ignored.")
         else:
-            raise ConfigError(f"{key_path}: unknown key.{did_you_mean(str(key), fields)} Valid keys here: {', '.join(sorted(fields))}.")
+            raise ConfigError(f"{key_path}: unknown key (neither roll nor ROLL defines it).{did_you_mean(str(key), [*fields, *roll_keys])} Valid keys here: {', '.join(sorted(fields))}.")
     return cls(**kwargs)
+
+
+def _has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 
 def convert(annotation: Any, value: Any, path: str, warnings: list[str]) -> Any:

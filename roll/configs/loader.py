@@ -9,11 +9,12 @@ layer never imports the pipelines built on it.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import warnings as py_warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -28,6 +29,7 @@ logger = logging.getLogger("roll.config")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _INTERPOLATION_ROOT = re.compile(r"\$\{\s*([A-Za-z_][\w]*)")
 ROLES = ("actor_train", "actor_infer", "critic", "reference")
+TYPO_CUTOFF = 0.8  # difflib ratio above which an unknown top-level name is taken for a misspelt key
 
 
 def resolve_config_dir(config_path: str | Path) -> Path:
@@ -78,18 +80,22 @@ def _force_add_if_missing(base: Any, override: str) -> str:
 _MISSING = object()
 
 
-def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), *, config_cls: type):
-    """Compose, convert to `config_cls` and validate; raises ConfigError (naming the file and key) on any problem."""
+def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), *, config_cls: type,
+                rollout_only: bool = False, adjust: Callable[[Any], None] | None = None):
+    """Compose, convert to `config_cls` and validate; raises ConfigError (naming the file and key) on any problem.
+    `rollout_only`: the config is for the rollout pipeline, which needs no actor_train block.
+    `adjust(config)`: changes the typed config before validation (the launchers' --cpu)."""
     config_dir = resolve_config_dir(config_path)
     raw = compose_raw(config_dir, config_name, overrides)
     source = f"{config_dir / config_name.removesuffix('.yaml')}.yaml"
     try:
-        return config_from_dictconfig(raw, config_cls)
+        return config_from_dictconfig(raw, config_cls, rollout_only=rollout_only, adjust=adjust)
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
 
 
-def config_from_dictconfig(raw: Any, config_cls: type):
+def config_from_dictconfig(raw: Any, config_cls: type, *, rollout_only: bool = False,
+                           adjust: Callable[[Any], None] | None = None):
     """DictConfig → validated `config_cls`, with warnings for keys that have no effect in roll."""
     from roll.configs.validation import validate
 
@@ -103,6 +109,8 @@ def config_from_dictconfig(raw: Any, config_cls: type):
     schema_keys = set(config_cls.__dataclass_fields__)
     for key in [k for k in data if k not in schema_keys and k in yaml_variables]:
         data.pop(key)
+    _drop_unused_variables(data, config_cls)
+    _fill_rollout_only(data, rollout_only)
     for role in ROLES:
         block = data.get(role)
         if isinstance(block, dict) and "device_mapping" in block:
@@ -113,8 +121,46 @@ def config_from_dictconfig(raw: Any, config_cls: type):
     warnings: list[str] = []
     config = from_dict(config_cls, data, "", warnings)
     _log_once(warnings)
+    if adjust is not None:
+        adjust(config)
+    _val_falls_back_to_train(config)
     validate(config)
     return config
+
+
+def _drop_unused_variables(data: dict[str, Any], config_cls: type) -> None:
+    """ROLL's loader ignores top-level YAML names that are no setting (`model_name`, `gem_games`, …),
+    so roll accepts them and lists them once. A near-copy of a real key (`seeed`, `max_step`) stays,
+    to fail as a typo with the key suggested."""
+    import difflib
+
+    from roll.configs.roll_keys import keys_for
+
+    known = set(config_cls.__dataclass_fields__) | set(keys_for(config_cls))
+    unused = [k for k in data if k not in known and not difflib.get_close_matches(str(k), known, n=1, cutoff=TYPO_CUTOFF)]
+    for key in unused:
+        data.pop(key)
+    if unused:
+        logger.info("top-level YAML variables that are no setting (ignored, as ROLL does): %s", ", ".join(map(str, unused)))
+
+
+def _fill_rollout_only(data: dict[str, Any], rollout_only: bool) -> None:
+    """A rollout-only ROLL config has no actor_train block: fine for the rollout pipeline, not for training."""
+    if "actor_train" in data:
+        return
+    if not rollout_only:
+        raise ConfigError(
+            "actor_train: the config has no actor_train block, so it is a rollout-only config. Run it with "
+            "examples/start_agentic_rollout_pipeline.py, or add an actor_train block to train."
+        )
+    data["actor_train"] = {"strategy_args": {"strategy_name": "hf_train"}}  # never started by the rollout pipeline
+
+
+def _val_falls_back_to_train(config: Any) -> None:
+    """An empty val_env_manager.tags means: validate on the train envs (as the rollout pipeline does)."""
+    if not config.val_env_manager.tags and config.train_env_manager.tags:
+        config.val_env_manager = copy.deepcopy(config.train_env_manager)
+        logger.info("val_env_manager.tags is empty: validation uses the train envs (train_env_manager)")
 
 
 def _log_once(warnings: list[str]) -> None:

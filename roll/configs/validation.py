@@ -148,8 +148,12 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         where = f"custom_envs.{tag}"
         known = list_env_types()
         if spec.env_type not in known and "." not in spec.env_type:
-            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}, "
-                              f"or give the class path of a BaseEnv subclass (my_pkg.envs.MyEnv).{did_you_mean(spec.env_type, known)}")
+            raise ConfigError(
+                f"{where}.env_type: {spec.env_type!r} is not an env roll bundles or has registered. Bundled: "
+                f"{', '.join(sorted(known))}.{did_you_mean(spec.env_type, known)} To use your own env, register it "
+                f"with roll.agentic.env.register_env({spec.env_type!r}, YourEnv), or give the class path of a BaseEnv "
+                f"subclass (my_pkg.envs.MyEnv) as env_type (docs/environments.md)."
+            )
         try:
             env_cls = get_env_cls(spec.env_type)
         except (ValueError, TypeError) as error:

@@ -1,14 +1,14 @@
 """The configuration of one worker role (actor_train, actor_infer, critic, reference).
 
 Field names follow ROLL's YAML, so a ROLL config's worker blocks load unchanged. Keys that ROLL uses
-but that have no effect in roll are listed in each class's `ROLL_KEYS_WITHOUT_EFFECT`: they load with
-one warning line instead of an error.
+but that have no effect in roll are listed in roll/configs/roll_keys.py: they load with one warning
+line instead of an error (or are refused for a value roll cannot honour).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 
 @dataclass
@@ -21,10 +21,7 @@ class ModelArgs:
     lora_alpha: int | None = None
     lora_target: Any = None  # "all-linear", a comma-separated string or a list of module names
     lora_dropout: float = 0.0
-    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
-        "model_type": "roll reads the architecture from the model folder",
-        "flash_attn": "use attn_implementation",
-    }
+    freeze_module_prefix: Any = None  # parameters whose names start with one of these (comma-separated or a list) are frozen
 
 
 @dataclass
@@ -34,14 +31,11 @@ class TrainingArgs:
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 1
     warmup_steps: int = 0
+    warmup_ratio: float = 0.0  # warm-up as a fraction of the run's optimizer steps, used when warmup_steps is 0
     lr_scheduler_type: str = "constant"  # constant | linear | cosine (all with linear warmup)
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_epsilon: float = 1.0e-8
-    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
-        "num_train_epochs": "ppo_epochs sets the passes over each batch",
-        "max_steps": "the top-level max_steps sets the run length",
-    }
 
     @property
     def mini_batch_size(self) -> int:
@@ -71,10 +65,6 @@ class StrategyArgs:
 @dataclass
 class DataArgs:
     template: str | None = None  # ROLL's template name; roll always uses the tokenizer's own chat template
-    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
-        "file_name": "agentic prompts come from the environments",
-        "preprocessing_num_workers": "agentic prompts come from the environments",
-    }
 
 
 @dataclass
@@ -95,11 +85,6 @@ class WorkerConfig:
     sequence_length_round_in_infer: int = 64
     use_sequence_packing: bool = False
     sequence_packing_args: dict[str, Any] | None = None
-    ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
-        "num_gpus_per_worker": "roll places one worker per device_mapping entry",
-        "offload_nccl": "no effect in roll",
-        "system_envs": "set system_envs at the top level",
-    }
 
     @property
     def num_workers(self) -> int:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from roll.models.embedded import EMBEDDED_MODEL_NAME, prepare_embedded_model
+from roll.models.tiny import TINY_MODEL_NAMES, prepare_tiny_model
 
 _EMBEDDED_ALIASES = {EMBEDDED_MODEL_NAME.lower(), f"huggingfacetb/{EMBEDDED_MODEL_NAME.lower()}", "embedded"}
 
@@ -15,10 +16,13 @@ def is_embedded(name: str) -> bool:
 
 
 def resolve_model_path(name: str) -> str:
-    """A local folder for `name`: the folder itself, the embedded SmolLM2 (converted once), or a hub id
-    already in the local Hugging Face cache / downloadable. Raises FileNotFoundError saying what to do."""
+    """A local folder for `name`: the folder itself, the embedded SmolLM2 (converted once), a tiny random
+    model by name (built once), or a hub id already in the local Hugging Face cache / downloadable.
+    Raises FileNotFoundError saying what to do."""
     if is_embedded(name):
         return str(prepare_embedded_model())
+    if name.strip() in TINY_MODEL_NAMES:
+        return str(prepare_tiny_model(name.strip()))
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
@@ -28,7 +32,8 @@ def resolve_model_path(name: str) -> str:
         return _from_hub(name)
     raise FileNotFoundError(
         f"model path {name!r} does not exist. Give a local Hugging Face folder, a hub id (where a hub is "
-        f"reachable), or {EMBEDDED_MODEL_NAME} (the embedded CPU model)."
+        f"reachable), {EMBEDDED_MODEL_NAME} (the embedded CPU model), or a tiny random model for smoke tests "
+        f"({', '.join(TINY_MODEL_NAMES)})."
     )
 
 

@@ -5,17 +5,22 @@ causal LM of a few hundred thousand parameters and a byte-level BPE tokenizer tr
 corpus (so any text, unicode included, encodes), with a chat template:
 - "qwen2": ChatML (`<|im_start|>role\\n…<|im_end|>\\n`), eos = pad = `<|im_end|>` (Qwen, SmolLM2).
 - "llama": Llama-3 style headers (`<|start_header_id|>role<|end_header_id|>\\n\\n…<|eot_id|>`).
+
+By name, `pretrain=tiny-random-qwen2` (or `tiny-random-llama`) builds one once into the cache folder
+(`prepare_tiny_model`), so any config can be smoke-tested in a minute without a download.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
-from roll.models.embedded import CHATML_TEMPLATE  # the same ChatML as the embedded SmolLM2
+from roll.models.embedded import CHATML_TEMPLATE, cache_root  # the same ChatML as the embedded SmolLM2
 
 LLAMA3_TEMPLATE = (
     "{{ '<|begin_of_text|>' }}"
@@ -102,3 +107,28 @@ def build_tiny_model(
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir
+
+
+TINY_MODEL_NAMES = {"tiny-random-qwen2": "qwen2", "tiny-random-llama": "llama"}
+
+
+def prepare_tiny_model(name: str, cache_dir: str | Path | None = None) -> Path:
+    """The folder of the tiny random model `name` (see TINY_MODEL_NAMES), built on first use (seed 0)."""
+    if name not in TINY_MODEL_NAMES:
+        raise ValueError(f"unknown tiny model {name!r}; known: {', '.join(TINY_MODEL_NAMES)}")
+    target = Path(cache_dir or cache_root() / "models") / name
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Built beside the target and renamed, so concurrent processes never see a half-written model.
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    try:
+        build_tiny_model(staging, arch=TINY_MODEL_NAMES[name])
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first: keep theirs
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

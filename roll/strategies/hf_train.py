@@ -49,11 +49,28 @@ def build_model(model_path: str, kind: str, model_args: ModelArgs) -> nn.Module:
     model.config.use_cache = False
     if model_args.lora_rank:
         model = apply_lora(model, model_args, kind)
+    freeze_modules(model, model_args.freeze_module_prefix)
     if not model_args.disable_gradient_checkpointing:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         if model_args.lora_rank:
             model.enable_input_require_grads()
     return model
+
+
+def freeze_modules(model: nn.Module, prefixes: str | list[str] | None) -> None:
+    """ROLL's freeze_module_prefix: parameters whose names start with one of the prefixes do not train."""
+    if not prefixes:
+        return
+    if isinstance(prefixes, str):
+        prefixes = [p.strip() for p in prefixes.split(",") if p.strip()]
+    frozen = 0
+    for name, param in model.named_parameters():
+        if any(name.startswith(prefix) for prefix in prefixes):
+            param.requires_grad_(False)
+            frozen += 1
+    if frozen == 0:
+        raise ValueError(f"model_args.freeze_module_prefix {prefixes} matches no parameter; names look like "
+                         f"{next(iter(dict(model.named_parameters())), '?')!r}")
 
 
 def apply_lora(model: nn.Module, model_args: ModelArgs, kind: str) -> nn.Module:
@@ -99,7 +116,10 @@ def build_scheduler(optimizer: torch.optim.Optimizer, training_args: TrainingArg
             "(optimizer steps in the whole run); pass it when building the cluster"
         )
     name = "constant_with_warmup" if kind == "constant" else kind
-    return get_scheduler(name, optimizer, num_warmup_steps=training_args.warmup_steps, num_training_steps=num_training_steps)
+    warmup = training_args.warmup_steps
+    if not warmup and training_args.warmup_ratio and num_training_steps:
+        warmup = math.ceil(training_args.warmup_ratio * num_training_steps)
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=num_training_steps)
 
 
 class HFTrainStrategy:

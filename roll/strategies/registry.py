@@ -171,6 +171,10 @@ for _row in (
                   needs_cuda=True, package="sglang", package_title="SGLang", install="pip install sglang"),
     StrategyFacts("megatron_infer", "infer", None, alternative=_HF_INFER,
                   refusal="megatron_infer (ROLL's Megatron-Core forward pass) is not supported by roll."),
+    StrategyFacts("deepspeed_infer", "infer", None, alternative=_HF_INFER,
+                  refusal="deepspeed_infer (ROLL's DeepSpeed forward pass) is not supported by roll."),
+    StrategyFacts("fsdp2_infer", "infer", None, alternative=_HF_INFER,
+                  refusal="fsdp2_infer (ROLL's FSDP2 forward pass) is not supported by roll."),
     StrategyFacts("hf_train", "train", "roll.strategies.hf_train.HFTrainStrategy", alternative=_FSDP2,
                   multi_rank=False, lora=True),
     StrategyFacts("fsdp2_train", "train", "roll.strategies.fsdp2_train.FSDP2TrainStrategy",
@@ -180,5 +184,7 @@ for _row in (
                   install="pip install 'roll[deepspeed]'", sharded=True),
     StrategyFacts("megatron_train", "train", None, alternative=_FSDP2 + ", which shards the same way for models of this size",
                   refusal="megatron_train is not supported by roll."),
+    StrategyFacts("diffusion_deepspeed_train", "train", None, alternative="hf_train or fsdp2_train, for a causal LM",
+                  refusal="diffusion_deepspeed_train trains diffusion models, which roll does not support."),
 ):
     register_strategy(_row)

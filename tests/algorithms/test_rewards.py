@@ -28,17 +28,37 @@ def test_batch_grouping_is_one_group():
     assert out.tolist() == pytest.approx([(s - mean) / (std + EPS) for s in SCORES.tolist()], rel=1e-12)
 
 
-def test_type_overrides_replace_method():
+def test_types_choose_mean_and_std_and_a_group_of_one_gets_zero():
     vals = SCORES.tolist()
     batch_mean, batch_std = statistics.mean(vals), statistics.stdev(vals)
     out = normalize_rewards(SCORES, GROUPS, "identity", norm_mean_type="batch")
-    assert out.tolist() == pytest.approx([v - batch_mean for v in vals])
+    # ROLL normalises group by group: the lone member of group c gets 0 whatever the types
+    assert out.tolist() == pytest.approx([v - batch_mean for v in vals[:5]] + [0.0])
     out = normalize_rewards(SCORES, GROUPS, "mean", norm_mean_type="group", norm_std_type="batch")
     group_means = [2, 2, 2, 5, 5, 7]
-    assert out.tolist() == pytest.approx([(v - m) / (batch_std + EPS) for v, m in zip(vals, group_means)])
-    # scale by the group std only: group a divides by 1 (+eps); degenerate groups give 0
-    out = normalize_rewards(SCORES, GROUPS, "mean_std", norm_mean_type=None, norm_std_type="group")
-    assert out.tolist() == pytest.approx([1 / (1 + EPS), 2 / (1 + EPS), 3 / (1 + EPS), 0, 0, 0])
+    expected = [(v - m) / (batch_std + EPS) for v, m in zip(vals, group_means)]
+    assert out.tolist() == pytest.approx(expected[:5] + [0.0])
+
+
+def test_a_type_left_unset_is_filled_from_the_method():
+    # ROLL: method mean_std with only norm_mean_type set still divides by the (group) std
+    out = normalize_rewards(SCORES, GROUPS, "mean_std", norm_mean_type="batch")
+    batch_mean = statistics.mean(SCORES.tolist())
+    assert out.tolist() == pytest.approx([(v - batch_mean) / (1 + EPS) for v in (1.0, 2.0, 3.0)] + [0.0, 0.0, 0.0])
+    out = normalize_rewards(SCORES, GROUPS, "mean_std", norm_std_type="group")
+    assert out.tolist() == pytest.approx([-1 / (1 + EPS), 0.0, 1 / (1 + EPS), 0.0, 0.0, 0.0])
+
+
+def test_asym_clip_is_mean_std_clamped_to_minus_one_three():
+    scores = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 10.0], dtype=torch.float64)
+    mean_std = normalize_rewards(scores, ["g"] * 10, "mean_std")
+    clipped = normalize_rewards(scores, ["g"] * 10, "asym_clip")
+    # by hand: mean 1, unbiased std sqrt(10): the winner is at +2.85, each loser at -0.316
+    assert mean_std[-1].item() == pytest.approx(9 / (math.sqrt(10) + EPS))
+    assert clipped.tolist() == pytest.approx(mean_std.tolist())  # inside [-1, 3] nothing changes
+    wide = torch.tensor([0.0] * 19 + [10.0], dtype=torch.float64)  # the winner at (10-0.5)/std = +4.36
+    out = normalize_rewards(wide, ["g"] * 20, "asym_clip")
+    assert out[-1].item() == 3.0 and out[0].item() == pytest.approx(-0.5 / (statistics.stdev(wide.tolist()) + EPS))
 
 
 def test_random_groups_against_float64_loop():

@@ -112,6 +112,7 @@ class AgenticConfig(BaseConfig):
         return kl_in_reward or (self.use_kl_loss and self.kl_loss_coef > 0)
 
 
-def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = ()) -> AgenticConfig:
-    """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied."""
-    return load_config(config_path, config_name, overrides, config_cls=AgenticConfig)
+def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), **options: Any) -> AgenticConfig:
+    """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied;
+    `options`: load_config's `rollout_only` and `adjust` (the launchers' --cpu)."""
+    return load_config(config_path, config_name, overrides, config_cls=AgenticConfig, **options)

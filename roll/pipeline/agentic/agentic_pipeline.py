@@ -17,6 +17,7 @@ from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
     build_kl_controller,
@@ -46,11 +47,10 @@ class AgenticPipeline:
         self.progress = RunProgress(config.max_steps, config.report.progress_interval_s)
         with self.progress.phase("starting workers"):
             self.actor_train, self.actor_infer, self.reference, self.critic = build_clusters(config)
-            self.train_rollout = build_rollout(config, self.actor_infer, mode="train")
-            self.val_rollout = build_rollout(config, self.actor_infer, mode="val") if config.eval_steps > 0 else None
-        for rollout in (self.train_rollout, self.val_rollout):
-            if rollout is not None:
-                rollout.on_progress = self.progress.episodes_done
+            self.train_rollout = recorded_rollout(
+                config, lambda: self.reporting_progress(build_rollout(config, self.actor_infer, mode="train")))
+            self.val_rollout = (self.reporting_progress(build_rollout(config, self.actor_infer, mode="val"))
+                                if config.eval_steps > 0 else None)
         self.recorder = TrajectoryRecorder(config)
         self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
@@ -58,6 +58,11 @@ class AgenticPipeline:
             self.load_checkpoint(self.resume_from)
         self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
                                config=asdict(config), start_step=self.step + 1)
+
+    def reporting_progress(self, rollout):
+        """The rollout, with its episode counts feeding the run's progress line."""
+        rollout.on_progress = self.progress.episodes_done
+        return rollout
 
     def run(self) -> dict[str, float]:
         config = self.config

@@ -1,0 +1,119 @@
+"""ROLL's key surface in roll: keys without effect warn once, values roll cannot honour are refused,
+true unknowns still fail with a suggestion; ROLL's loader conventions; the keys roll now implements."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from roll.configs import ConfigError
+from roll.pipeline.agentic.agentic_config import load_agentic_config
+
+CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+
+
+def load(*overrides: str):
+    return load_agentic_config(*CPU, overrides=list(overrides))
+
+
+def test_a_roll_key_without_effect_loads_with_one_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="roll.config"):
+        load("++rpc_timeout=10", "++actor_train.worker_cls=x.ActorWorker", "++actor_infer.worker_cls=x.ActorWorker")
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("rpc_timeout has no effect in roll" in m for m in messages) == 1
+    assert sum("worker_cls has no effect in roll" in m for m in messages) == 1  # once, though two roles set it
+
+
+@pytest.mark.parametrize("override,message", [
+    ("++async_generation_ratio=0.5", "async_generation_ratio: 0.5 is not supported: async training"),
+    ("++actor_train.pg_variant=topr", "actor_train.pg_variant: 'topr' is not supported"),
+    ("adv_estimator=gigpo", "adv_estimator: gigpo is not implemented in roll yet"),
+    ("++actor_infer.generating_args.num_beams=4", "num_beams: 4 is not supported: beam search"),
+])
+def test_a_value_roll_cannot_honour_is_refused_by_name(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load(override)
+
+
+def test_inert_values_of_refusable_keys_load():
+    config = load("++async_generation_ratio=0", "++actor_train.pg_variant=ppo", "++actor_infer.generating_args.num_beams=1")
+    assert config.actor_infer.generating_args.num_beams == 1
+
+
+def test_a_key_neither_roll_nor_roll_knows_fails_with_the_closest_one():
+    with pytest.raises(ConfigError, match="rpc_timeot: unknown key .*Did you mean 'rpc_timeout'"):
+        load("++rpc_timeot=3")
+    with pytest.raises(ConfigError, match="seeed: unknown key .*Did you mean 'seed'"):
+        load("++seeed=3")
+    with pytest.raises(ConfigError, match="warmup_ratoi: unknown key .*Did you mean 'warmup_ratio'"):
+        load("++actor_train.training_args.warmup_ratoi=0.1")
+
+
+def test_top_level_yaml_variables_are_accepted_and_listed_once(caplog):
+    with caplog.at_level(logging.INFO, logger="roll.config"):
+        load("++model_name=Qwen2.5-0.5B", "++gem_games=[a,b]")
+    listed = [r.getMessage() for r in caplog.records if "top-level YAML variables" in r.getMessage()]
+    assert len(listed) == 1 and "model_name" in listed[0] and "gem_games" in listed[0]
+
+
+def test_null_template_means_the_default():
+    from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+
+    config = load("custom_envs.FrozenLakeCPU.agent_system_template=null")
+    assert config.custom_envs["FrozenLakeCPU"].agent_system_template == CustomEnvConfig().agent_system_template
+
+
+def test_empty_val_tags_fall_back_to_the_train_envs():
+    config = load("val_env_manager.tags=[]", "val_batch_size=null")
+    assert config.val_env_manager.tags == config.train_env_manager.tags
+    assert config.val_env_manager.group_size == config.train_env_manager.group_size
+
+
+def test_a_config_without_actor_train_is_rollout_only():
+    from roll.configs.loader import config_from_dictconfig, compose_raw, resolve_config_dir
+    from roll.pipeline.agentic.agentic_config import AgenticConfig
+
+    raw = compose_raw(resolve_config_dir(CPU[0]), CPU[1], ["~actor_train"])
+    with pytest.raises(ConfigError, match="no actor_train block, so it is a rollout-only config"):
+        config_from_dictconfig(raw, AgenticConfig)
+    config = config_from_dictconfig(raw, AgenticConfig, rollout_only=True)
+    assert config.actor_infer.strategy_args.strategy_name == "hf_infer"
+
+
+def test_warmup_ratio_sets_the_warmup_from_the_run_length():
+    from roll.configs.worker_config import TrainingArgs
+    from roll.strategies.hf_train import build_scheduler
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    scheduler = build_scheduler(optimizer, TrainingArgs(learning_rate=1.0, warmup_ratio=0.25), num_training_steps=8)
+    lrs = []
+    for _ in range(4):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([0.0, 0.5, 1.0, 1.0])  # ceil(0.25 * 8) = 2 warm-up steps, then constant
+
+
+def test_freeze_module_prefix_freezes_exactly_those_parameters(tiny_model_dir):
+    from roll.configs.worker_config import ModelArgs
+    from roll.strategies.hf_train import build_model
+
+    model = build_model(str(tiny_model_dir), "causal_lm", ModelArgs(freeze_module_prefix="model.embed_tokens, lm_head"))
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen == {"model.embed_tokens.weight", "lm_head.weight"}
+    with pytest.raises(ValueError, match="matches no parameter"):
+        build_model(str(tiny_model_dir), "causal_lm", ModelArgs(freeze_module_prefix="encoder."))
+
+
+def test_tiny_random_model_by_name_is_built_once(tmp_path, monkeypatch):
+    from roll.models.resolve import resolve_model_path
+
+    monkeypatch.setenv("ROLL_CACHE_DIR", str(tmp_path))
+    path = resolve_model_path("tiny-random-qwen2")
+    assert path == str(tmp_path / "models" / "tiny-random-qwen2")
+    stamp = (tmp_path / "models" / "tiny-random-qwen2" / "config.json").stat().st_mtime_ns
+    assert resolve_model_path("tiny-random-qwen2") == path
+    assert (tmp_path / "models" / "tiny-random-qwen2" / "config.json").stat().st_mtime_ns == stamp
