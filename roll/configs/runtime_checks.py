@@ -26,14 +26,15 @@ def has_cuda() -> bool:
 
 def strategy_problem(strategy: str, cuda: bool) -> str | None:
     """Why `strategy` cannot run on this machine, with what to use instead; None when it can."""
-    if strategy in ("vllm", "sglang"):
-        if not cuda:
-            return (f"{strategy} needs a CUDA GPU and none is visible on this machine. Use strategy_name: hf_infer "
-                    f"(transformers, runs on CPU), as the CPU example does: {CPU_EXAMPLE}")
-        if importlib.util.find_spec(strategy) is None:
-            return f"{strategy} is not installed: pip install 'roll[gpu]' (or pip install {strategy}), or use strategy_name: hf_infer."
-        return (f"roll has no {strategy} adapter yet: use strategy_name: hf_infer, which generates with transformers "
-                f"on the GPU too (token ids and log-probs exactly as training sees them).")
+    if strategy == "vllm":
+        from roll.strategies.vllm_infer import vllm_unavailable_reason
+
+        reason = vllm_unavailable_reason()
+        return f"{reason} (the CPU example uses hf_infer: {CPU_EXAMPLE})" if reason else None
+    if strategy == "sglang":
+        from roll.strategies.sglang_infer import sglang_unavailable_reason
+
+        return sglang_unavailable_reason()
     if strategy == "deepspeed_train":
         if importlib.util.find_spec("deepspeed") is None:
             return "deepspeed_train needs DeepSpeed, which is not installed: pip install deepspeed, or use strategy_name: fsdp2_train (PyTorch FSDP2, no extra package)."

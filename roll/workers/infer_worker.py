@@ -24,8 +24,8 @@ class InferWorker:
                  model_path: str | Path | None = None, num_threads: int | None = None, seed: int = 0,
                  max_sessions: int = 64, max_batch_size: int = 64) -> None:
         name = worker_config.strategy_args.strategy_name
-        if name != "hf_infer":
-            raise ValueError(f"InferWorker runs strategy 'hf_infer' on this machine; got {name!r}")
+        if name not in ("hf_infer", "vllm"):
+            raise ValueError(f"InferWorker runs strategy 'hf_infer' or 'vllm'; got {name!r}")
         path = model_path or worker_config.model_args.model_name_or_path
         if not path:
             raise ValueError("InferWorker needs model_args.model_name_or_path (or model_path)")
@@ -33,6 +33,14 @@ class InferWorker:
             torch.set_num_threads(num_threads)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.rank, self.world_size = rank, world_size
+        self.version = 0
+        if name == "vllm":
+            from roll.strategies.vllm_infer import VLLMInferStrategy
+
+            self.strategy = VLLMInferStrategy(path, dtype=worker_config.model_args.dtype,
+                                              strategy_config=worker_config.strategy_args.strategy_config,
+                                              max_batch_size=max_batch_size, seed=seed + rank)
+            return
         device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
         self.strategy = HFInferStrategy(
             path,
@@ -59,7 +67,8 @@ class InferWorker:
         return self.version
 
     def get_stats(self) -> dict:
-        return dict(self.strategy.engine.stats)
+        stats = getattr(self.strategy, "stats", None)
+        return dict(stats if stats is not None else self.strategy.engine.stats)
 
     def shutdown(self) -> None:
         self.strategy.shutdown()
