@@ -98,7 +98,13 @@ class _Pending:
 
 
 class VLLMInferStrategy:
-    """Loads `model_path` into a vLLM engine and serves `generate(requests)` from many threads."""
+    """Loads `model_path` into a vLLM engine and serves `generate(requests)` from many threads.
+
+    One live engine per process: vLLM keeps its parallel state in process globals, and closing a
+    second engine tears down the first one's. roll runs one actor_infer worker per process anyway.
+    """
+
+    _live: "VLLMInferStrategy | None" = None
 
     def __init__(self, model_path: str | Path, dtype: str = "fp32", strategy_config: dict[str, Any] | None = None,
                  max_batch_size: int = 64, seed: int = 0, num_threads: int | None = None) -> None:
@@ -109,14 +115,15 @@ class VLLMInferStrategy:
             raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         if not Path(model_path).exists():
             raise FileNotFoundError(f"vllm: model path {str(model_path)!r} does not exist")
+        if VLLMInferStrategy._live is not None:
+            raise RuntimeError("vllm: this process already has a live vLLM engine; shut it down first "
+                               "(vLLM's parallel state is per process: run one actor_infer worker per process)")
         # In-process engine core: no spawned process (which would need a __main__ guard in every
         # script and a second copy of the model), and the driver thread below steps it directly.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         cuda = torch.cuda.is_available()
         if not cuda:
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # share the cores with the rest of roll
-        from vllm import LLM
-
         kwargs, self.ignored_config = engine_kwargs(strategy_config, cuda)
         for key, why in self.ignored_config.items():
             logger.warning("vllm: strategy_config.%s is ignored on this machine: %s", key, why)
@@ -124,10 +131,8 @@ class VLLMInferStrategy:
         if not cuda:
             kwargs.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)
         self.engine_config = dict(kwargs)
-        if num_threads:
-            torch.set_num_threads(num_threads)  # before the engine: vLLM's CPU worker then disables it
-        self.llm = LLM(model=str(model_path), dtype=DTYPES[dtype], seed=seed, **kwargs)
-        self.engine = self.llm.llm_engine
+        self.llm: Any = None
+        self.engine: Any = None
         self.weight_version = 0
         self.stats = {"prefill_tokens": 0, "cached_tokens": 0, "decode_tokens": 0, "requests": 0, "step_s": 0.0}
         self._ids = itertools.count()
@@ -136,8 +141,19 @@ class VLLMInferStrategy:
         self._cond = threading.Condition()
         self._engine_lock = threading.Lock()  # one engine call at a time: steps and weight reloads
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="vllm-driver", daemon=True)
+        # The driver thread builds the engine and runs every forward: torch's thread count is per
+        # thread, and vLLM's CPU attention requires the count it planned with (it then disables
+        # torch.set_num_threads in this process).
+        threads = num_threads or torch.get_num_threads()
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, args=(str(model_path), DTYPES[dtype], seed, kwargs, threads),
+                                        name="vllm-driver", daemon=True)
         self._thread.start()
+        self._ready.wait()
+        if self._start_error is not None:
+            raise RuntimeError(f"vllm: the engine failed to start: {self._start_error}") from self._start_error
+        VLLMInferStrategy._live = self
 
     # ---- the contract ---------------------------------------------------------------------------
     def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
@@ -179,10 +195,32 @@ class VLLMInferStrategy:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout=30)
+        if VLLMInferStrategy._live is self:
+            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+            self.engine = self.llm = None
+            destroy_model_parallel()
+            destroy_distributed_environment()
+            VLLMInferStrategy._live = None
 
     # ---- the driver thread ----------------------------------------------------------------------
-    def _loop(self) -> None:
+    def _start(self, model_path: str, dtype: str, seed: int, kwargs: dict, threads: int) -> bool:
+        torch.set_num_threads(threads)
+        try:
+            from vllm import LLM
+
+            self.llm = LLM(model=model_path, dtype=dtype, seed=seed, **kwargs)
+            self.engine = self.llm.llm_engine
+        except BaseException as exc:  # reported by the constructor, in the caller's thread
+            self._start_error = exc
+        self._ready.set()
+        return self._start_error is None
+
+    def _loop(self, model_path: str, dtype: str, seed: int, kwargs: dict, threads: int) -> None:
         from vllm.inputs import TokensPrompt
+
+        if not self._start(model_path, dtype, seed, kwargs, threads):
+            return
 
         while True:
             with self._cond:

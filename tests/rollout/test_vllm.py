@@ -1,0 +1,164 @@
+"""The `vllm` inference strategy on this machine's CPU (vLLM's CPU build, in .venv-vllm: scripts/setup_vllm.sh).
+
+Marked `vllm`: `bash scripts/test.sh` runs them in .venv-vllm; elsewhere they skip with the reason.
+The models are tiny random ones with 32-wide attention heads (the narrowest vLLM's CPU attention takes).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from roll.configs.worker_config import StrategyArgs, WorkerConfig, ModelArgs
+from roll.strategies.vllm_infer import vllm_unavailable_reason
+
+pytestmark = [pytest.mark.vllm, pytest.mark.skipif(vllm_unavailable_reason() is not None,
+                                                  reason=str(vllm_unavailable_reason()))]
+
+
+def vllm_config(model_dir, **strategy_config) -> WorkerConfig:
+    return WorkerConfig(model_args=ModelArgs(model_name_or_path=str(model_dir)),
+                        strategy_args=StrategyArgs(strategy_name="vllm", strategy_config=strategy_config or None))
+
+
+@pytest.fixture(scope="module")
+def vllm_qwen_dir(tmp_path_factory):
+    from roll.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("vllm_qwen2") / "model", arch="qwen2", hidden_size=128)
+
+
+@pytest.fixture(scope="module")
+def vllm_llama_dir(tmp_path_factory):
+    from roll.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("vllm_llama") / "model", arch="llama", hidden_size=128)
+
+
+@pytest.fixture(scope="module")
+def qwen_worker(vllm_qwen_dir):
+    from roll.workers.infer_worker import InferWorker
+
+    worker = InferWorker(vllm_config(vllm_qwen_dir), num_threads=1)
+    yield worker
+    worker.shutdown()
+
+
+def assert_exact_episode(traj: dict, model_dir, tokenizer) -> None:
+    """Fresh forward log-probs equal the recorded ones; the decoded ids are the conversation."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    ids = torch.tensor([traj["input_ids"]])
+    mask = torch.tensor(traj["response_mask"], dtype=torch.bool)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+    fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+    recorded = torch.tensor(traj["infer_logprobs"])
+    assert mask.sum() >= 5
+    assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
+    assert (recorded[~mask] == 0).all()
+    text = tokenizer.decode(traj["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rendered = tokenizer.apply_chat_template(traj["messages"], tokenize=False)
+    closing = tokenizer.apply_chat_template([{"role": "assistant", "content": "@@"}], tokenize=False).split("@@", 1)[1]
+    assert rendered.startswith(text)
+    assert rendered[len(text):] in {closing, closing.removeprefix(tokenizer.eos_token)}
+    assert [m["content"] for m in traj["messages"] if m["role"] == "assistant"] == traj["actions"]
+
+
+def play_five_turns(worker, model_dir, seed: int):
+    from transformers import AutoTokenizer
+
+    from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
+    from roll.pipeline.agentic.llm_proxy import PolicyProxy
+
+    from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
+                             sequence_length=4096, generating_args=greedy(12))
+    return manager.run_episode(seed=seed), tokenizer
+
+
+def test_llama_template_episode_is_exact_with_vllm(vllm_llama_dir):
+    # first in this file: one live vLLM engine per process, and the module's qwen worker lives on
+    from roll.workers.infer_worker import InferWorker
+
+    worker = InferWorker(vllm_config(vllm_llama_dir), num_threads=1)
+    try:
+        traj, tokenizer = play_five_turns(worker, vllm_llama_dir, seed=4)
+    finally:
+        worker.shutdown()
+    assert traj["env_metrics"]["num_actions"] == 5
+    assert_exact_episode(traj, vllm_llama_dir, tokenizer)
+
+
+def test_five_turn_episode_ids_and_logprobs_are_exact_with_vllm(qwen_worker, vllm_qwen_dir):
+    traj, tokenizer = play_five_turns(qwen_worker, vllm_qwen_dir, seed=3)
+    assert traj["env_metrics"]["num_actions"] == 5 and traj["step_rewards"] == [-0.01] * 5
+    assert_exact_episode(traj, vllm_qwen_dir, tokenizer)
+    stats = qwen_worker.get_stats()
+    # turns 2-5 extend the previous prompt: vLLM's prefix cache served part of each
+    assert stats["cached_tokens"] > 0 and stats["requests"] >= 5
+
+
+def test_sampling_seeds_stop_strings_and_max_tokens_per_request(qwen_worker, vllm_qwen_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(vllm_qwen_dir)
+    prompt = tokenizer("Turn 1: Observation: P _ _ G. Decide the next action.")["input_ids"]
+    base = {"input_ids": prompt, "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    a, b, c, capped = qwen_worker.generate([
+        {**base, "request_id": "a", "max_new_tokens": 16, "seed": 7},
+        {**base, "request_id": "b", "max_new_tokens": 16, "seed": 7},
+        {**base, "request_id": "c", "max_new_tokens": 16, "seed": 8},
+        {**base, "request_id": "capped", "max_new_tokens": 3, "seed": 7},
+    ])
+    assert [r["request_id"] for r in (a, b, c, capped)] == ["a", "b", "c", "capped"]
+    assert a["output_ids"] == b["output_ids"] and a["output_ids"] != c["output_ids"]  # per-request seeds
+    assert capped["output_ids"] == a["output_ids"][:3] and capped["finish_reason"] == "length"
+    # a stop string taken from what seed 7 generates ends that same sample early, at that token
+    text_after = [tokenizer.decode(a["output_ids"][: i + 1]) for i in range(len(a["output_ids"]))]
+    cut = next(i for i in range(1, len(text_after)) if text_after[i] != text_after[i - 1])
+    stop = text_after[cut][len(text_after[cut - 1]):]
+    [early] = qwen_worker.generate([{**base, "request_id": "early", "max_new_tokens": 16, "seed": 7, "stop_strings": [stop]}])
+    assert early["finish_reason"] == "stop" and early["output_ids"] == a["output_ids"][: len(early["output_ids"])]
+    assert stop in tokenizer.decode(early["output_ids"]) and len(early["output_ids"]) <= cut + 1
+
+
+def test_weight_update_changes_greedy_outputs_and_the_version_then_restores(qwen_worker, vllm_qwen_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(vllm_qwen_dir)
+    prompt = tokenizer("FrozenLake: move P to the goal G. Your move?")["input_ids"]
+    request = {"request_id": "w", "input_ids": prompt, "max_new_tokens": 12, "do_sample": False, "temperature": 0.0}
+    [before] = qwen_worker.generate([request])
+    original = AutoModelForCausalLM.from_pretrained(vllm_qwen_dir).state_dict()
+    torch.manual_seed(0)
+    changed = {k: v + 0.5 * torch.randn_like(v) if k.endswith("weight") else v for k, v in original.items()}
+    qwen_worker.update_weights(changed, version=1)
+    [after] = qwen_worker.generate([request])
+    assert qwen_worker.get_version() == 1 and after["weight_version"] == 1 and before["weight_version"] == 0
+    assert after["output_ids"] != before["output_ids"]
+    # the log-probs are the new model's: a fresh transformers forward with the changed weights agrees
+    model = AutoModelForCausalLM.from_pretrained(vllm_qwen_dir).eval()
+    model.load_state_dict(changed)
+    ids = torch.tensor([prompt + after["output_ids"]])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1:-1].float(), -1)
+    fresh = logp.gather(1, torch.tensor(after["output_ids"])[:, None])[:, 0]
+    assert torch.allclose(fresh, torch.tensor(after["logprobs"]), atol=1e-4)
+    qwen_worker.update_weights(original, version=2)
+    [restored] = qwen_worker.generate([request])
+    assert restored["output_ids"] == before["output_ids"] and restored["weight_version"] == 2
+
+
+def test_strategy_config_keys_are_honoured_or_reported(vllm_qwen_dir):
+    from roll.strategies.vllm_infer import engine_kwargs
+
+    passed, ignored = engine_kwargs({"block_size": 32, "gpu_memory_utilization": 0.8, "load_format": "auto",
+                                     "max_model_len": 1024}, cuda=False)
+    assert passed["block_size"] == 32 and passed["load_format"] == "auto" and passed["max_model_len"] == 1024
+    assert "gpu_memory_utilization" in ignored and "gpu_memory_utilization" not in passed
+    with pytest.raises(ValueError, match="strategy_config.gpu_memory_utilisation: not a vLLM engine argument"):
+        engine_kwargs({"gpu_memory_utilisation": 0.8}, cuda=False)
