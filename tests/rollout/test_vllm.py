@@ -162,3 +162,73 @@ def test_strategy_config_keys_are_honoured_or_reported(vllm_qwen_dir):
     assert "gpu_memory_utilization" in ignored and "gpu_memory_utilization" not in passed
     with pytest.raises(ValueError, match="strategy_config.gpu_memory_utilisation: not a vLLM engine argument"):
         engine_kwargs({"gpu_memory_utilisation": 0.8}, cuda=False)
+
+
+@pytest.fixture(scope="module")
+def ray_vllm_worker(ray_session, vllm_qwen_dir):
+    """An InferWorker with a vLLM engine in its own Ray actor process (as the pipeline hosts it)."""
+    import ray
+
+    from roll.workers.infer_worker import InferWorker
+
+    actor = ray.remote(InferWorker).options(num_cpus=1, **InferWorker.RAY_ACTOR_OPTIONS).remote(
+        vllm_config(vllm_qwen_dir), num_threads=1)
+    ray.get(actor.get_version.remote())
+    yield actor
+    ray.get(actor.shutdown.remote())
+    ray.kill(actor)
+
+
+def test_64_frozen_lake_episodes_through_ray_in_whole_groups_with_vllm(ray_vllm_worker, vllm_qwen_dir):
+    import ray
+
+    from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+
+    from tests.rollout.helpers import greedy
+    from tests.rollout.test_rollout_scheduler import frozen_lake
+
+    cfg = EnvManagerConfig(num_env_groups=8, group_size=8, tags=["FrozenLake"], max_env_num_per_worker=32,
+                           generating_args=greedy(8))
+    before = ray.get(ray_vllm_worker.get_stats.remote())
+    scheduler = RolloutScheduler(cfg, {"FrozenLake": frozen_lake()}, sequence_length=700, seed=1,
+                                 tokenizer_path=str(vllm_qwen_dir), infer=[ray_vllm_worker])
+    try:
+        batch = scheduler.get_batch(64, step=0)
+    finally:
+        scheduler.shutdown()
+    stats = ray.get(ray_vllm_worker.get_stats.remote())
+    assert len(batch) == 64 and batch.info["rollout/failures"] == 0
+    groups: dict[str, list[int]] = {}
+    for i, g in enumerate(batch["traj_group_id"]):
+        groups.setdefault(g, []).append(i)
+    assert len(groups) == 8 and all(len(v) == 8 for v in groups.values())
+    assert all(len({batch["env_seed"][i] for i in members}) == 1 for members in groups.values())
+    assert (batch["infer_logprobs"][batch["response_mask"] == 0] == 0).all()
+    assert (batch["infer_logprobs"][batch["response_mask"] == 1] < 0).all()
+    # every generated token came from vLLM, and later turns (and group members) hit its prefix cache
+    assert stats["decode_tokens"] - before["decode_tokens"] == int(batch["response_mask"].sum())
+    assert stats["cached_tokens"] > before["cached_tokens"]
+
+
+def test_an_env_that_raises_fails_only_its_episode_with_vllm(ray_vllm_worker, vllm_qwen_dir, caplog):
+    from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+
+    from tests.rollout.helpers import greedy
+    from tests.rollout.test_rollout_scheduler import frozen_lake
+
+    cfg = EnvManagerConfig(num_env_groups=4, group_size=2, tags=["Faulty"], max_env_num_per_worker=8,
+                           generating_args=greedy(8))
+    scheduler = RolloutScheduler(cfg, {"Faulty": frozen_lake("tests.rollout.faulty_envs.RaisingFrozenLake", max_steps=2)},
+                                 sequence_length=700, seed=0, tokenizer_path=str(vllm_qwen_dir), infer=[ray_vllm_worker])
+    try:
+        with caplog.at_level("WARNING"):
+            batch = scheduler.get_batch(8, step=0)
+    finally:
+        scheduler.shutdown()
+    assert len(batch) == 8
+    assert batch.info["rollout/failures/env_error"] >= 1
+    assert all(seed % 3 != 0 for seed in batch["env_seed"])  # the raising seeds were replaced
+    assert any("env_error" in r.message and "tag=Faulty seed=" in r.message for r in caplog.records)
+    assert (batch["response_mask"].sum(1) > 0).all()  # the surviving episodes generated with vLLM
