@@ -5,10 +5,14 @@ Compares, on the same machine in the same run:
   (b) batched  each turn all live envs' full histories are re-encoded, left-padded, one `model.generate`
   (c) roll     roll's rollout stack (RolloutScheduler, local executor -> TrajEnvManager threads ->
                DecodeEngine: continuous batching, per-episode KV cache kept between turns, shared prefixes)
-and reports env steps/s, generated tokens/s, and roll's decode / prefill tokens/s as fractions of a
-forward-pass limit (tokens/s of one big batched forward over the same model, no cache).
+  (d) vllm     the same rollout stack with the `vllm` inference strategy (vLLM's engine: continuous
+               batching, automatic prefix caching); needs .venv-vllm (scripts/setup_vllm.sh)
+and reports env steps/s, generated tokens/s and each engine's generated tokens/s as a fraction of a
+forward-pass limit (tokens/s of one big batched forward over the same model, no cache, measured in
+the same run), plus roll's decode / prefill tokens/s as fractions of that limit.
 
     .venv/bin/python benchmarks/rollout_throughput.py --envs 32 --turns 3 --max-new-tokens 24
+    .venv-vllm/bin/python benchmarks/rollout_throughput.py --skip naive,batched   # (c) and (d) side by side
 """
 
 from __future__ import annotations
@@ -104,11 +108,10 @@ def run_batched(model, tok, envs: int, turns: int, max_new: int) -> dict:
     return {"steps": steps, "tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+def rollout(strategy, model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+    """The envs' episodes through roll's RolloutScheduler (local executor) served by `strategy`."""
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
-    from roll.strategies.hf_infer import HFInferStrategy
 
-    strategy = HFInferStrategy(model_dir, max_batch_size=envs, max_sessions=envs * 2)
     spec = {"env_type": "frozen_lake", "max_steps": turns, "max_tokens_per_step": max_new,
             "env_config": {"is_slippery": False, "max_steps": turns}}
     scheduler = RolloutScheduler(Spec(envs, max_new), {"FrozenLake": spec}, sequence_length=4096, seed=1000,
@@ -120,11 +123,30 @@ def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
     finally:
         scheduler.shutdown()
         strategy.shutdown()
-    stats = strategy.engine.stats
     return {"steps": int(sum(m["num_actions"] for m in batch["env_metrics"])), "tokens": int(batch["response_mask"].sum()),
-            "seconds": seconds, "prefill_tps": stats["prefill_tokens"] / max(stats["prefill_s"], 1e-9),
+            "seconds": seconds}
+
+
+def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+    from roll.strategies.hf_infer import HFInferStrategy
+
+    strategy = HFInferStrategy(model_dir, max_batch_size=envs, max_sessions=envs * 2)
+    row = rollout(strategy, model_dir, envs, turns, max_new)
+    stats = strategy.engine.stats
+    return {**row, "prefill_tps": stats["prefill_tokens"] / max(stats["prefill_s"], 1e-9),
             "decode_tps": stats["decode_tokens"] / max(stats["decode_s"], 1e-9), "cached": stats["cached_tokens"],
             "prefilled": stats["prefill_tokens"]}
+
+
+def run_vllm(model_dir: str, envs: int, turns: int, max_new: int, threads: int) -> dict:
+    """(d): the same rollout with the vllm strategy; its engine start (about 10-20 s) is not timed."""
+    from roll.strategies.vllm_infer import VLLMInferStrategy
+
+    strategy = VLLMInferStrategy(model_dir, max_batch_size=envs, num_threads=threads)
+    strategy.generate([{"input_ids": [1, 2, 3], "max_new_tokens": 4, "do_sample": False}])  # warm-up, as for (a)-(c)
+    row = rollout(strategy, model_dir, envs, turns, max_new)
+    stats = strategy.stats
+    return {**row, "cached": stats["cached_tokens"], "prefilled": stats["prefill_tokens"]}
 
 
 @torch.inference_mode()
@@ -155,7 +177,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for every mode (on a loaded 2-core machine 1 beats 2 by far: see docs/rollout.md)")
     parser.add_argument("--model", default=None, help="a Hugging Face folder (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--skip", default="", help="comma-separated modes to skip: naive,batched")
+    parser.add_argument("--skip", default="", help="comma-separated modes to skip: naive,batched,vllm "
+                        "(vllm is skipped anyway where vLLM is not installed)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -175,19 +198,31 @@ def main() -> None:
     if "batched" not in skip:
         rows["(b) batched: all envs, re-encode + generate"] = run_batched(model, tok, args.envs, args.turns, args.max_new_tokens)
     rows["(c) roll: decode engine"] = ours = run_roll(args.model, args.envs, args.turns, args.max_new_tokens)
+    from roll.strategies.vllm_infer import vllm_unavailable_reason
+
+    if "vllm" not in skip and vllm_unavailable_reason() is None:
+        rows["(d) vllm strategy"] = run_vllm(args.model, args.envs, args.turns, args.max_new_tokens, args.threads)
+    elif "vllm" not in skip:
+        print(f"(d) vllm skipped: {vllm_unavailable_reason()}")
     limit_after = forward_limit(model)
     print(f"\nSmolLM2-135M-Instruct fp32, FrozenLake, {args.envs} envs, {args.turns} turns, max_new_tokens "
           f"{args.max_new_tokens}, greedy, {args.threads} torch threads; load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"forward-pass limit (batched forward, 4x256 tokens): {limit:.0f} tokens/s before, {limit_after:.0f} after\n")
-    print(f"| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | roll speed-up (steps/s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | gen tokens/s ÷ forward limit | roll speed-up (steps/s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     ours_rate = ours["steps"] / ours["seconds"]
+    mean_limit = (limit + limit_after) / 2
     for name, r in rows.items():
-        rate = r["steps"] / r["seconds"]
-        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {r['tokens'] / r['seconds']:.1f} | {ours_rate / rate:.2f}x |")
+        rate, tps = r["steps"] / r["seconds"], r["tokens"] / r["seconds"]
+        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {tps:.1f} | "
+              f"{tps / mean_limit:.3f} | {ours_rate / rate:.2f}x |")
     print(f"\nroll decode: {ours['decode_tps']:.0f} tokens/s = {ours['decode_tps'] / limit:.2f} of the forward limit; "
           f"prefill: {ours['prefill_tps']:.0f} tokens/s = {ours['prefill_tps'] / limit:.2f} of the limit; "
           f"prompt tokens prefilled {ours['prefilled']}, served from cache {ours['cached']}")
+    if "(d) vllm strategy" in rows:
+        v = rows["(d) vllm strategy"]
+        print(f"vllm: prompt tokens prefilled {v['prefilled']}, served from its prefix cache {v['cached']} "
+              f"({v['cached'] / max(v['cached'] + v['prefilled'], 1):.0%})")
 
 
 if __name__ == "__main__":

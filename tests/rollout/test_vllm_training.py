@@ -21,7 +21,7 @@ def test_cpu_example_trains_two_steps_with_vllm_generating(tmp_path_factory, wor
     args = overrides(model_dir, work, max_steps=2, eval_steps="0", save_steps="10",
                      extra={"actor_infer.strategy_args.strategy_name": "vllm"})
     output = run_to_end(args, work)
-    assert "vllm" in output.lower()
+    assert "init engine (profile, create kv cache" in output  # vLLM's own start-up line, from the actor_infer worker
     train_rows = [r for r in read_metrics(work) if "actor/pg_loss" in r]
     assert [r["step"] for r in train_rows] == [1, 2]
     for row in train_rows:
