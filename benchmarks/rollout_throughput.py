@@ -138,11 +138,12 @@ def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
             "prefilled": stats["prefill_tokens"]}
 
 
-def run_vllm(model_dir: str, envs: int, turns: int, max_new: int, threads: int) -> dict:
+def run_vllm(model_dir: str, envs: int, turns: int, max_new: int, threads: int, block_size: int | None) -> dict:
     """(d): the same rollout with the vllm strategy; its engine start (about 10-20 s) is not timed."""
     from roll.strategies.vllm_infer import VLLMInferStrategy
 
-    strategy = VLLMInferStrategy(model_dir, max_batch_size=envs, num_threads=threads)
+    config = {"block_size": block_size} if block_size else None
+    strategy = VLLMInferStrategy(model_dir, max_batch_size=envs, num_threads=threads, strategy_config=config)
     strategy.generate([{"input_ids": [1, 2, 3], "max_new_tokens": 4, "do_sample": False}])  # warm-up, as for (a)-(c)
     row = rollout(strategy, model_dir, envs, turns, max_new)
     stats = strategy.stats
@@ -176,6 +177,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for every mode (on a loaded 2-core machine 1 beats 2 by far: see docs/rollout.md)")
+    parser.add_argument("--vllm-block-sizes", default="0",
+                        help="comma-separated KV block sizes, one vllm row each (0: vLLM's default, 128 on CPU)")
     parser.add_argument("--model", default=None, help="a Hugging Face folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--skip", default="", help="comma-separated modes to skip: naive,batched,vllm "
                         "(vllm is skipped anyway where vLLM is not installed)")
@@ -193,36 +196,48 @@ def main() -> None:
     limit = forward_limit(model)
     rows = {}
     skip = set(args.skip.split(","))
+
+    def measure(name: str, run) -> dict:
+        """One row, with the forward-pass limit measured right before and after it: on a shared
+        machine the load drifts, so each row is compared with the limit of its own minutes."""
+        before = forward_limit(model)
+        row = run()
+        rows[name] = {**row, "limit": (before + forward_limit(model)) / 2}
+        return rows[name]
+
     if "naive" not in skip:
-        rows["(a) naive: one env, generate per turn"] = run_naive(model, tok, args.naive_envs, args.turns, args.max_new_tokens)
+        measure("(a) naive: one env, generate per turn", lambda: run_naive(model, tok, args.naive_envs, args.turns, args.max_new_tokens))
     if "batched" not in skip:
-        rows["(b) batched: all envs, re-encode + generate"] = run_batched(model, tok, args.envs, args.turns, args.max_new_tokens)
-    rows["(c) roll: decode engine"] = ours = run_roll(args.model, args.envs, args.turns, args.max_new_tokens)
+        measure("(b) batched: all envs, re-encode + generate", lambda: run_batched(model, tok, args.envs, args.turns, args.max_new_tokens))
+    ours = measure("(c) roll: decode engine", lambda: run_roll(args.model, args.envs, args.turns, args.max_new_tokens))
     from roll.strategies.vllm_infer import vllm_unavailable_reason
 
     if "vllm" not in skip and vllm_unavailable_reason() is None:
-        rows["(d) vllm strategy"] = run_vllm(args.model, args.envs, args.turns, args.max_new_tokens, args.threads)
+        for block in [int(b) for b in args.vllm_block_sizes.split(",")]:
+            label = f"block {block}" if block else "default blocks"
+            measure(f"(d) vllm strategy, {label}", lambda b=block: run_vllm(args.model, args.envs, args.turns,
+                                                                             args.max_new_tokens, args.threads, b))
     elif "vllm" not in skip:
         print(f"(d) vllm skipped: {vllm_unavailable_reason()}")
     limit_after = forward_limit(model)
     print(f"\nSmolLM2-135M-Instruct fp32, FrozenLake, {args.envs} envs, {args.turns} turns, max_new_tokens "
           f"{args.max_new_tokens}, greedy, {args.threads} torch threads; load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"forward-pass limit (batched forward, 4x256 tokens): {limit:.0f} tokens/s before, {limit_after:.0f} after\n")
-    print("| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | gen tokens/s ÷ forward limit | roll speed-up (steps/s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | forward limit then (tokens/s) "
+          "| gen tokens/s ÷ that limit | roll speed-up (steps/s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ours_rate = ours["steps"] / ours["seconds"]
-    mean_limit = (limit + limit_after) / 2
     for name, r in rows.items():
         rate, tps = r["steps"] / r["seconds"], r["tokens"] / r["seconds"]
-        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {tps:.1f} | "
-              f"{tps / mean_limit:.3f} | {ours_rate / rate:.2f}x |")
-    print(f"\nroll decode: {ours['decode_tps']:.0f} tokens/s = {ours['decode_tps'] / limit:.2f} of the forward limit; "
-          f"prefill: {ours['prefill_tps']:.0f} tokens/s = {ours['prefill_tps'] / limit:.2f} of the limit; "
+        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {tps:.1f} | {r['limit']:.0f} | "
+              f"{tps / r['limit']:.3f} | {ours_rate / rate:.2f}x |")
+    print(f"\nroll decode: {ours['decode_tps']:.0f} tokens/s = {ours['decode_tps'] / ours['limit']:.2f} of the forward limit; "
+          f"prefill: {ours['prefill_tps']:.0f} tokens/s = {ours['prefill_tps'] / ours['limit']:.2f} of the limit; "
           f"prompt tokens prefilled {ours['prefilled']}, served from cache {ours['cached']}")
-    if "(d) vllm strategy" in rows:
-        v = rows["(d) vllm strategy"]
-        print(f"vllm: prompt tokens prefilled {v['prefilled']}, served from its prefix cache {v['cached']} "
-              f"({v['cached'] / max(v['cached'] + v['prefilled'], 1):.0%})")
+    for name, v in rows.items():
+        if name.startswith("(d)"):
+            print(f"{name}: prompt tokens prefilled {v['prefilled']}, served from its prefix cache {v['cached']} "
+                  f"({v['cached'] / max(v['cached'] + v['prefilled'], 1):.0%})")
 
 
 if __name__ == "__main__":
