@@ -8,8 +8,8 @@ on a machine without CUDA this strategy is refused before any worker starts
 The engine's Python front end is bound to the event loop it was created on, so one owner thread
 creates it and makes every call: concurrent `generate` callers queue their requests, and the owner
 sends everything waiting as one batch (token ids in, `return_logprob` for the sampled tokens' log-probs)
-while SGLang's scheduler batches and caches across them. This path has no test on this machine; a GPU
-check (scripts/gpu_check.sh) covers it where a GPU is lent.
+while SGLang's scheduler batches and caches across them. This path has not run yet: it needs a GPU
+machine with SGLang installed (tests/rollout/test_sglang.py checks the refusal here).
 """
 
 from __future__ import annotations
