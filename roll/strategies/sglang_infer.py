@@ -3,7 +3,7 @@
 SGLang runs its scheduler (continuous batching, radix prefix cache) in its own process and needs a
 CUDA GPU: its CPU engine requires Intel AMX, and its wheels need torch 2.14 with CUDA packages. So
 on a machine without CUDA this strategy is refused before any worker starts
-(roll/configs/runtime_checks.py) with the alternative, `vllm` or `hf_infer`.
+(the facts table, roll/strategies/registry.py) with the alternative, `vllm` or `hf_infer`.
 
 The engine's Python front end is bound to the event loop it was created on, so one owner thread
 creates it and makes every call: concurrent `generate` callers queue their requests, and the owner
@@ -14,7 +14,6 @@ machine with SGLang installed (tests/rollout/test_sglang.py checks the refusal h
 
 from __future__ import annotations
 
-import importlib.util
 import queue
 import threading
 from concurrent.futures import Future
@@ -23,49 +22,50 @@ from typing import Any, Callable
 
 import torch
 
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def sglang_unavailable_reason() -> str | None:
-    """Why SGLang cannot run here (with the alternative); None when it can."""
-    if not torch.cuda.is_available():
-        return ("sglang needs a CUDA GPU (its CPU engine needs Intel AMX) and none is visible on this machine; use "
-                "strategy_name: vllm (runs on CPU with vLLM's CPU build: bash scripts/setup_vllm.sh) or hf_infer")
-    if importlib.util.find_spec("sglang") is None:
-        return "sglang is not installed: pip install 'sglang[all]' on the GPU machine, or use strategy_name: vllm or hf_infer"
-    return None
+    """Why SGLang cannot run here (with the alternative); None when it can (the strategy facts table)."""
+    from roll.strategies.registry import strategy_problem
+
+    return strategy_problem("sglang", torch.cuda.is_available())
 
 
-def sampling_params(request: dict) -> dict[str, Any]:
-    greedy = not request.get("do_sample", True) or float(request.get("temperature", 1.0)) <= 0
-    params = {
-        "max_new_tokens": int(request.get("max_new_tokens", 128)),
-        "temperature": 0.0 if greedy else float(request.get("temperature", 1.0)),
-        "top_p": 1.0 if greedy else float(request.get("top_p", 1.0)),
-        "top_k": -1 if greedy or not request.get("top_k") else int(request["top_k"]),
+def sampling_params(sampling: SamplingParams) -> dict[str, Any]:
+    """SGLang's sampling-parameter dict for roll's (already checked) sampling parameters."""
+    greedy = sampling.greedy
+    params: dict[str, Any] = {
+        "max_new_tokens": sampling.max_new_tokens,
+        "temperature": 0.0 if greedy else sampling.temperature,
+        "top_p": 1.0 if greedy else sampling.top_p,
+        "top_k": -1 if greedy or not sampling.top_k else sampling.top_k,
         "skip_special_tokens": False,
     }
-    if request.get("stop_strings"):
-        params["stop"] = list(request["stop_strings"])
-    if not greedy and request.get("seed") is not None:
-        params["sampling_seed"] = int(request["seed"]) % 2**31
+    if sampling.stop_strings:
+        params["stop"] = list(sampling.stop_strings)
+    if not greedy and sampling.seed is not None:
+        params["sampling_seed"] = sampling.seed % 2**31
     return params
 
 
-def to_result(request: dict, out: dict, weight_version: int) -> dict[str, Any]:
+def to_result(request: GenerationRequest, out: dict, weight_version: int) -> GenerationResult:
     meta = out["meta_info"]
-    ids = list(out["output_ids"])
     finish = (meta.get("finish_reason") or {}).get("type")
+    if finish not in ("stop", "length"):
+        raise RuntimeError(f"SGLang ended request {request.request_id!r} with finish reason {finish!r}")
     cached = int(meta.get("cached_tokens", 0))
-    return {
-        "request_id": request.get("request_id"),
-        "output_ids": ids,
-        "logprobs": [float(lp) for lp, _tok, *_ in meta["output_token_logprobs"]],
-        "finish_reason": finish if finish in ("stop", "length") else "abort",
-        "prefilled_tokens": len(request["input_ids"]) - cached,
-        "cached_tokens": cached,
-        "weight_version": weight_version,
-    }
+    return GenerationResult(
+        request_id=request.request_id,
+        output_ids=list(out["output_ids"]),
+        logprobs=[float(entry[0]) for entry in meta["output_token_logprobs"]],
+        finish_reason=finish,
+        prefilled_tokens=len(request.input_ids) - cached,
+        cached_tokens=cached,
+        weight_version=weight_version,
+    )
 
 
 class SGLangInferStrategy:
@@ -129,8 +129,8 @@ class SGLangInferStrategy:
         try:
             if error is not None:
                 raise error
-            outs = engine.generate(input_ids=[[int(t) for t in r["input_ids"]] for r in requests],
-                                   sampling_params=[sampling_params(r) for r in requests], return_logprob=True)
+            outs = engine.generate(input_ids=[[int(t) for t in r.input_ids] for r in requests],
+                                   sampling_params=[sampling_params(r.sampling) for r in requests], return_logprob=True)
             results = [to_result(r, o, self.weight_version) for r, o in zip(requests, outs)]
         except Exception as exc:
             for _, _, future in gens:
@@ -138,9 +138,9 @@ class SGLangInferStrategy:
             return
         for res in results:
             self.stats["requests"] += 1
-            self.stats["cached_tokens"] += res["cached_tokens"]
-            self.stats["prefill_tokens"] += res["prefilled_tokens"]
-            self.stats["decode_tokens"] += len(res["output_ids"])
+            self.stats["cached_tokens"] += res.cached_tokens
+            self.stats["prefill_tokens"] += res.prefilled_tokens
+            self.stats["decode_tokens"] += len(res.output_ids)
         start = 0
         for _, reqs, future in gens:
             future.set_result(results[start:start + len(reqs)])
@@ -151,7 +151,7 @@ class SGLangInferStrategy:
         self._jobs.put(("call", fn, future))
         return future.result()
 
-    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+    def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
         future: Future = Future()
         self._jobs.put(("generate", requests, future))
         return future.result(timeout)

@@ -11,7 +11,7 @@ blocks, so `release` has nothing to free); the cached fraction is in `stats`.
 Weights are replaced in place each step (`reload_weights` on the model runner) without a restart;
 the prefix cache is then reset, because cached keys/values belong to the old weights.
 
-Request and result dicts: see roll/strategies/decode_engine.py.
+Requests and results: `GenerationRequest` / `GenerationResult` (roll/strategies/generation.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import logging
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,10 +27,10 @@ from typing import Any
 
 import torch
 
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = ("install it with `bash scripts/setup_vllm.sh` (a separate .venv-vllm: vLLM pins its own torch and "
-                "transformers) and run roll from that environment, or use strategy_name: hf_infer")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 # strategy_config keys ROLL's configs pass that have no meaning on vLLM's CPU build: reported, not passed.
 CPU_ONLY_IGNORED = {"gpu_memory_utilization": "vLLM's CPU build reads it as the fraction of the machine's RAM to reserve; "
@@ -43,12 +42,10 @@ ROLL_DEFAULTS = {"enforce_eager": True, "enable_prefix_caching": True}
 
 
 def vllm_unavailable_reason() -> str | None:
-    """Why vLLM cannot be imported here (with how to install it); None when it can."""
-    import importlib.util
+    """Why vLLM cannot run here (with how to install it); None when it can (the strategy facts table)."""
+    from roll.strategies.registry import strategy_problem
 
-    if importlib.util.find_spec("vllm") is None:
-        return f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}"
-    return None
+    return strategy_problem("vllm", torch.cuda.is_available())
 
 
 def engine_kwargs(strategy_config: dict[str, Any] | None, cuda: bool) -> tuple[dict[str, Any], dict[str, str]]:
@@ -69,31 +66,31 @@ def engine_kwargs(strategy_config: dict[str, Any] | None, cuda: bool) -> tuple[d
     return passed, ignored
 
 
-def sampling_params(request: dict):
-    """vLLM SamplingParams from roll's request dict (greedy when do_sample is false or temperature is 0)."""
-    from vllm import SamplingParams
+def sampling_params(sampling: SamplingParams):
+    """vLLM's SamplingParams for roll's (already checked) sampling parameters."""
+    import vllm
 
-    greedy = not request.get("do_sample", True) or float(request.get("temperature", 1.0)) <= 0
-    return SamplingParams(
+    greedy = sampling.greedy
+    return vllm.SamplingParams(
         n=1,
-        max_tokens=int(request.get("max_new_tokens", 128)),
-        temperature=0.0 if greedy else float(request.get("temperature", 1.0)),
-        top_p=1.0 if greedy else float(request.get("top_p", 1.0)),
-        top_k=0 if greedy else int(request.get("top_k") or 0),
-        seed=None if greedy or request.get("seed") is None else int(request["seed"]) % 2**63,
-        stop=list(request.get("stop_strings") or []) or None,
+        max_tokens=sampling.max_new_tokens,
+        temperature=0.0 if greedy else sampling.temperature,
+        top_p=1.0 if greedy else sampling.top_p,
+        top_k=0 if greedy else sampling.top_k,
+        seed=None if greedy or sampling.seed is None else sampling.seed % 2**63,
+        stop=list(sampling.stop_strings) if sampling.stop_strings else None,
         logprobs=0,  # the sampled token's own log-prob
         skip_special_tokens=False,  # stop strings match the same text hf_infer decodes
-        detokenize=bool(request.get("stop_strings")),
+        detokenize=bool(sampling.stop_strings),
     )
 
 
 @dataclasses.dataclass
 class _Pending:
-    request: dict
+    request: GenerationRequest
     engine_id: str
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
-    result: dict | None = None
+    result: GenerationResult | None = None
     error: str | None = None
 
 
@@ -156,13 +153,9 @@ class VLLMInferStrategy:
         VLLMInferStrategy._live = self
 
     # ---- the contract ---------------------------------------------------------------------------
-    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+    def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
         """Blocks until every request is done. Thread-safe; concurrent callers share engine steps."""
-        pending = []
-        for req in requests:
-            if not req.get("input_ids"):
-                raise ValueError(f"request {req.get('request_id')!r} has an empty prompt")
-            pending.append(_Pending(request=req, engine_id=f"roll-{next(self._ids)}"))
+        pending = [_Pending(request=req, engine_id=f"roll-{next(self._ids)}") for req in requests]
         with self._cond:
             if self._stopping:
                 raise RuntimeError("the vllm strategy was shut down")
@@ -170,9 +163,9 @@ class VLLMInferStrategy:
             self._cond.notify_all()
         for p in pending:
             if not p.done.wait(timeout):
-                raise TimeoutError(f"generation of {p.request.get('request_id')!r} took over {timeout}s")
+                raise TimeoutError(f"generation of {p.request.request_id!r} took over {timeout}s")
             if p.error:
-                raise RuntimeError(f"generation of {p.request.get('request_id')!r} failed: {p.error}")
+                raise RuntimeError(f"generation of {p.request.request_id!r} failed: {p.error}")
         return [p.result for p in pending]
 
     def release(self, session_ids: list[str]) -> None:
@@ -233,8 +226,8 @@ class VLLMInferStrategy:
             try:
                 with self._engine_lock:
                     for p in new:
-                        params = sampling_params(p.request)
-                        prompt = TokensPrompt(prompt_token_ids=[int(t) for t in p.request["input_ids"]])
+                        params = sampling_params(p.request.sampling)
+                        prompt = TokensPrompt(prompt_token_ids=[int(t) for t in p.request.input_ids])
                         self.engine.add_request(p.engine_id, prompt, params)
                         self._running[p.engine_id] = p
                     start = time.perf_counter()
@@ -259,24 +252,19 @@ class VLLMInferStrategy:
             p.error = f"vLLM returned {len(logprobs)} log-probs for {len(ids)} tokens"
             p.done.set()
             return
-        prompt_len = len(p.request["input_ids"])
+        if completion.finish_reason not in ("stop", "length"):
+            p.error = f"vLLM aborted the request ({completion.finish_reason})"
+            p.done.set()
+            return
+        prompt_len = len(p.request.input_ids)
         cached = int(out.num_cached_tokens or 0)
         self.stats["requests"] += 1
         self.stats["cached_tokens"] += cached
         self.stats["prefill_tokens"] += prompt_len - cached
         self.stats["decode_tokens"] += len(ids)
-        reason = completion.finish_reason if completion.finish_reason in ("stop", "length") else "abort"
-        p.result = {
-            "request_id": p.request.get("request_id"),
-            "output_ids": ids,
-            "logprobs": logprobs,
-            "finish_reason": reason,
-            "prefilled_tokens": prompt_len - cached,
-            "cached_tokens": cached,
-            "weight_version": self.weight_version,
-        }
-        if reason == "abort":
-            p.error = f"vLLM aborted the request ({completion.finish_reason})"
+        p.result = GenerationResult(request_id=p.request.request_id, output_ids=ids, logprobs=logprobs,
+                                    finish_reason=completion.finish_reason, prefilled_tokens=prompt_len - cached,
+                                    cached_tokens=cached, weight_version=self.weight_version)
         p.done.set()
 
     @staticmethod

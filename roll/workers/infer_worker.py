@@ -1,5 +1,5 @@
 """InferWorker: the actor_infer role. A plain class (the Cluster hosts it as a Ray actor) that wraps
-the `hf_infer` strategy.
+the inference strategy named by `strategy_args.strategy_name` (roll.strategies.create_infer_strategy).
 
 Env managers call `generate` from many threads at once; the engine batches their requests together.
 Host it with Ray option `max_concurrency` >= the number of env managers that talk to it
@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from roll.configs.worker_config import WorkerConfig
-from roll.strategies.hf_infer import HFInferStrategy
+from roll.strategies import create_infer_strategy
 
 
 class InferWorker:
@@ -23,9 +23,6 @@ class InferWorker:
     def __init__(self, worker_config: WorkerConfig, rank: int = 0, world_size: int = 1,
                  model_path: str | Path | None = None, num_threads: int | None = None, seed: int = 0,
                  max_sessions: int = 64, max_batch_size: int = 64) -> None:
-        name = worker_config.strategy_args.strategy_name
-        if name not in ("hf_infer", "vllm"):
-            raise ValueError(f"InferWorker runs strategy 'hf_infer' or 'vllm'; got {name!r}")
         path = model_path or worker_config.model_args.model_name_or_path
         if not path:
             raise ValueError("InferWorker needs model_args.model_name_or_path (or model_path)")
@@ -33,20 +30,14 @@ class InferWorker:
             torch.set_num_threads(num_threads)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.rank, self.world_size = rank, world_size
-        self.version = 0
-        if name == "vllm":
-            from roll.strategies.vllm_infer import VLLMInferStrategy
-
-            self.strategy = VLLMInferStrategy(path, dtype=worker_config.model_args.dtype,
-                                              strategy_config=worker_config.strategy_args.strategy_config,
-                                              max_batch_size=max_batch_size, seed=seed + rank)
-            return
         device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-        self.strategy = HFInferStrategy(
-            path,
+        self.strategy = create_infer_strategy(
+            worker_config.strategy_args.strategy_name,
+            str(path),
             dtype=worker_config.model_args.dtype,
             attn_implementation=worker_config.model_args.attn_implementation,
             device=device,
+            strategy_config=worker_config.strategy_args.strategy_config,
             max_batch_size=max_batch_size,
             max_sessions=max_sessions,
             seed=seed + rank,
@@ -67,7 +58,8 @@ class InferWorker:
         return self.version
 
     def get_stats(self) -> dict:
-        stats = getattr(self.strategy, "stats", None)
+        """Token counts of the engine: prefill_tokens, cached_tokens (prompt tokens reused), decode_tokens, …"""
+        stats = getattr(self.strategy, "stats", None)  # vllm / sglang keep their own; hf_infer's engine has them
         return dict(stats if stats is not None else self.strategy.engine.stats)
 
     def shutdown(self) -> None:

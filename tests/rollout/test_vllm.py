@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from roll.configs.worker_config import StrategyArgs, WorkerConfig, ModelArgs
+from roll.strategies.generation import GenerationRequest, SamplingParams
 from roll.strategies.vllm_infer import vllm_unavailable_reason
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(vllm_unavailable_reason() is not None,
@@ -44,26 +45,26 @@ def qwen_worker(vllm_qwen_dir):
     worker.shutdown()
 
 
-def assert_exact_episode(traj: dict, model_dir, tokenizer) -> None:
+def assert_exact_episode(traj, model_dir, tokenizer) -> None:
     """Fresh forward log-probs equal the recorded ones; the decoded ids are the conversation."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    ids = torch.tensor([traj["input_ids"]])
-    mask = torch.tensor(traj["response_mask"], dtype=torch.bool)
+    ids = torch.tensor([traj.input_ids])
+    mask = torch.tensor(traj.response_mask, dtype=torch.bool)
     with torch.no_grad():
         logp = torch.log_softmax(model(ids).logits[0].float(), -1)
     fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
-    recorded = torch.tensor(traj["infer_logprobs"])
+    recorded = torch.tensor(traj.infer_logprobs)
     assert mask.sum() >= 5
     assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
     assert (recorded[~mask] == 0).all()
-    text = tokenizer.decode(traj["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    rendered = tokenizer.apply_chat_template(traj["messages"], tokenize=False)
+    text = tokenizer.decode(traj.input_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rendered = tokenizer.apply_chat_template(traj.messages, tokenize=False)
     closing = tokenizer.apply_chat_template([{"role": "assistant", "content": "@@"}], tokenize=False).split("@@", 1)[1]
     assert rendered.startswith(text)
     assert rendered[len(text):] in {closing, closing.removeprefix(tokenizer.eos_token)}
-    assert [m["content"] for m in traj["messages"] if m["role"] == "assistant"] == traj["actions"]
+    assert [m["content"] for m in traj.messages if m["role"] == "assistant"] == traj.actions
 
 
 def play_five_turns(worker, model_dir, seed: int):
@@ -72,12 +73,13 @@ def play_five_turns(worker, model_dir, seed: int):
     from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
     from roll.pipeline.agentic.llm_proxy import PolicyProxy
 
-    from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy
+    from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, manager_config
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
-                             sequence_length=4096, generating_args=greedy(12))
-    return manager.run_episode(seed=seed), tokenizer
+    manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, manager_config(greedy(12)), tokenizer,
+                             PolicyProxy([worker]), sequence_length=4096)
+    (traj,) = manager.run_episode(seed=seed)
+    return traj, tokenizer
 
 
 def test_llama_template_episode_is_exact_with_vllm(vllm_llama_dir):
@@ -89,17 +91,24 @@ def test_llama_template_episode_is_exact_with_vllm(vllm_llama_dir):
         traj, tokenizer = play_five_turns(worker, vllm_llama_dir, seed=4)
     finally:
         worker.shutdown()
-    assert traj["env_metrics"]["num_actions"] == 5
+    assert traj.env_metrics["num_actions"] == 5
     assert_exact_episode(traj, vllm_llama_dir, tokenizer)
 
 
 def test_five_turn_episode_ids_and_logprobs_are_exact_with_vllm(qwen_worker, vllm_qwen_dir):
     traj, tokenizer = play_five_turns(qwen_worker, vllm_qwen_dir, seed=3)
-    assert traj["env_metrics"]["num_actions"] == 5 and traj["step_rewards"] == [-0.01] * 5
+    assert traj.env_metrics["num_actions"] == 5 and traj.step_rewards == [-0.01] * 5
     assert_exact_episode(traj, vllm_qwen_dir, tokenizer)
     stats = qwen_worker.get_stats()
     # turns 2-5 extend the previous prompt: vLLM's prefix cache served part of each
     assert stats["cached_tokens"] > 0 and stats["requests"] >= 5
+
+
+def request(prompt: list[int], request_id: str, max_new_tokens: int = 16, seed: int | None = 7,
+            greedy: bool = False, stop_strings: tuple[str, ...] | None = None) -> GenerationRequest:
+    sampling = SamplingParams(max_new_tokens=max_new_tokens, do_sample=not greedy, temperature=0.0 if greedy else 1.0,
+                              top_p=1.0, top_k=0, stop_strings=stop_strings, seed=seed)
+    return GenerationRequest(input_ids=prompt, sampling=sampling, request_id=request_id)
 
 
 def test_sampling_seeds_stop_strings_and_max_tokens_per_request(qwen_worker, vllm_qwen_dir):
@@ -107,23 +116,18 @@ def test_sampling_seeds_stop_strings_and_max_tokens_per_request(qwen_worker, vll
 
     tokenizer = AutoTokenizer.from_pretrained(vllm_qwen_dir)
     prompt = tokenizer("Turn 1: Observation: P _ _ G. Decide the next action.")["input_ids"]
-    base = {"input_ids": prompt, "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
-    a, b, c, capped = qwen_worker.generate([
-        {**base, "request_id": "a", "max_new_tokens": 16, "seed": 7},
-        {**base, "request_id": "b", "max_new_tokens": 16, "seed": 7},
-        {**base, "request_id": "c", "max_new_tokens": 16, "seed": 8},
-        {**base, "request_id": "capped", "max_new_tokens": 3, "seed": 7},
-    ])
-    assert [r["request_id"] for r in (a, b, c, capped)] == ["a", "b", "c", "capped"]
-    assert a["output_ids"] == b["output_ids"] and a["output_ids"] != c["output_ids"]  # per-request seeds
-    assert capped["output_ids"] == a["output_ids"][:3] and capped["finish_reason"] == "length"
+    a, b, c, capped = qwen_worker.generate([request(prompt, "a"), request(prompt, "b"), request(prompt, "c", seed=8),
+                                            request(prompt, "capped", max_new_tokens=3)])
+    assert [r.request_id for r in (a, b, c, capped)] == ["a", "b", "c", "capped"]
+    assert a.output_ids == b.output_ids and a.output_ids != c.output_ids  # per-request seeds
+    assert capped.output_ids == a.output_ids[:3] and capped.finish_reason == "length"
     # a stop string taken from what seed 7 generates ends that same sample early, at that token
-    text_after = [tokenizer.decode(a["output_ids"][: i + 1]) for i in range(len(a["output_ids"]))]
+    text_after = [tokenizer.decode(a.output_ids[: i + 1]) for i in range(len(a.output_ids))]
     cut = next(i for i in range(1, len(text_after)) if text_after[i] != text_after[i - 1])
     stop = text_after[cut][len(text_after[cut - 1]):]
-    [early] = qwen_worker.generate([{**base, "request_id": "early", "max_new_tokens": 16, "seed": 7, "stop_strings": [stop]}])
-    assert early["finish_reason"] == "stop" and early["output_ids"] == a["output_ids"][: len(early["output_ids"])]
-    assert stop in tokenizer.decode(early["output_ids"]) and len(early["output_ids"]) <= cut + 1
+    [early] = qwen_worker.generate([request(prompt, "early", stop_strings=(stop,))])
+    assert early.finish_reason == "stop" and early.output_ids == a.output_ids[: len(early.output_ids)]
+    assert stop in tokenizer.decode(early.output_ids) and len(early.output_ids) <= cut + 1
 
 
 def test_weight_update_changes_greedy_outputs_and_the_version_then_restores(qwen_worker, vllm_qwen_dir):
@@ -131,26 +135,26 @@ def test_weight_update_changes_greedy_outputs_and_the_version_then_restores(qwen
 
     tokenizer = AutoTokenizer.from_pretrained(vllm_qwen_dir)
     prompt = tokenizer("FrozenLake: move P to the goal G. Your move?")["input_ids"]
-    request = {"request_id": "w", "input_ids": prompt, "max_new_tokens": 12, "do_sample": False, "temperature": 0.0}
-    [before] = qwen_worker.generate([request])
+    greedy_request = request(prompt, "w", max_new_tokens=12, seed=None, greedy=True)
+    [before] = qwen_worker.generate([greedy_request])
     original = AutoModelForCausalLM.from_pretrained(vllm_qwen_dir).state_dict()
     torch.manual_seed(0)
     changed = {k: v + 0.5 * torch.randn_like(v) if k.endswith("weight") else v for k, v in original.items()}
     qwen_worker.update_weights(changed, version=1)
-    [after] = qwen_worker.generate([request])
-    assert qwen_worker.get_version() == 1 and after["weight_version"] == 1 and before["weight_version"] == 0
-    assert after["output_ids"] != before["output_ids"]
+    [after] = qwen_worker.generate([greedy_request])
+    assert qwen_worker.get_version() == 1 and after.weight_version == 1 and before.weight_version == 0
+    assert after.output_ids != before.output_ids
     # the log-probs are the new model's: a fresh transformers forward with the changed weights agrees
     model = AutoModelForCausalLM.from_pretrained(vllm_qwen_dir).eval()
     model.load_state_dict(changed)
-    ids = torch.tensor([prompt + after["output_ids"]])
+    ids = torch.tensor([prompt + after.output_ids])
     with torch.no_grad():
         logp = torch.log_softmax(model(ids).logits[0, len(prompt) - 1:-1].float(), -1)
-    fresh = logp.gather(1, torch.tensor(after["output_ids"])[:, None])[:, 0]
-    assert torch.allclose(fresh, torch.tensor(after["logprobs"]), atol=1e-4)
+    fresh = logp.gather(1, torch.tensor(after.output_ids)[:, None])[:, 0]
+    assert torch.allclose(fresh, torch.tensor(after.logprobs), atol=1e-4)
     qwen_worker.update_weights(original, version=2)
-    [restored] = qwen_worker.generate([request])
-    assert restored["output_ids"] == before["output_ids"] and restored["weight_version"] == 2
+    [restored] = qwen_worker.generate([greedy_request])
+    assert restored.output_ids == before.output_ids and restored.weight_version == 2
 
 
 def test_strategy_config_keys_are_honoured_or_reported(vllm_qwen_dir):
