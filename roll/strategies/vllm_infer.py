@@ -138,6 +138,7 @@ class VLLMInferStrategy:
         self._cond = threading.Condition()
         self._engine_lock = threading.Lock()  # one engine call at a time: steps and weight reloads
         self._stopping = False
+        self._reset_pending = False
         # The driver thread builds the engine and runs every forward: torch's thread count is per
         # thread, and vLLM's CPU attention requires the count it planned with (it then disables
         # torch.set_num_threads in this process).
@@ -178,10 +179,8 @@ class VLLMInferStrategy:
         with self._engine_lock:
             self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
             self.weight_version = version
-            if not self.engine.reset_prefix_cache():
-                # requests still running hold blocks; the few computed with old weights are dropped
-                # when they finish, and a later reset clears the rest
-                logger.warning("vllm: prefix cache not reset after the weight update (requests in flight)")
+            # with requests in flight the reset is refused; the driver retries once they finish
+            self._reset_pending = not self.engine.reset_prefix_cache()
 
     def shutdown(self) -> None:
         with self._cond:
@@ -214,7 +213,6 @@ class VLLMInferStrategy:
 
         if not self._start(model_path, dtype, seed, kwargs, threads):
             return
-
         while True:
             with self._cond:
                 while not self._stopping and not self._waiting and not self._running:
@@ -236,6 +234,9 @@ class VLLMInferStrategy:
                 for out in outputs:
                     if out.finished and out.request_id in self._running:
                         self._settle(self._running.pop(out.request_id), out)
+                if self._reset_pending and not self._running:
+                    with self._engine_lock:
+                        self._reset_pending = not self.engine.reset_prefix_cache()
             except Exception as exc:  # a failed step must not hang callers: fail what was in flight
                 logger.exception("vllm: engine step failed")
                 with self._engine_lock:
