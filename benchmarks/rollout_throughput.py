@@ -5,10 +5,14 @@ Compares, on the same machine in the same run:
   (b) batched  each turn all live envs' full histories are re-encoded, left-padded, one `model.generate`
   (c) roll     roll's rollout stack (RolloutScheduler, local executor -> TrajEnvManager threads ->
                DecodeEngine: continuous batching, per-episode KV cache kept between turns, shared prefixes)
-and reports env steps/s, generated tokens/s, and roll's decode / prefill tokens/s as fractions of a
-forward-pass limit (tokens/s of one big batched forward over the same model, no cache).
+  (d) vllm     the same rollout stack with the `vllm` inference strategy (vLLM's engine: continuous
+               batching, automatic prefix caching); needs .venv-vllm (scripts/setup_vllm.sh)
+and reports env steps/s, generated tokens/s and each engine's generated tokens/s as a fraction of a
+forward-pass limit (tokens/s of one big batched forward over the same model, no cache, measured in
+the same run), plus roll's decode / prefill tokens/s as fractions of that limit.
 
     .venv/bin/python benchmarks/rollout_throughput.py --envs 32 --turns 3 --max-new-tokens 24
+    .venv-vllm/bin/python benchmarks/rollout_throughput.py --skip naive,batched   # (c) and (d) side by side
 """
 
 from __future__ import annotations
@@ -104,11 +108,10 @@ def run_batched(model, tok, envs: int, turns: int, max_new: int) -> dict:
     return {"steps": steps, "tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+def rollout(strategy, model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+    """The envs' episodes through roll's RolloutScheduler (local executor) served by `strategy`."""
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
-    from roll.strategies.hf_infer import HFInferStrategy
 
-    strategy = HFInferStrategy(model_dir, max_batch_size=envs, max_sessions=envs * 2)
     spec = CustomEnvConfig(env_type="frozen_lake", max_steps=turns, max_tokens_per_step=max_new,
                            env_config={"is_slippery": False, "max_steps": turns})
     scheduler = RolloutScheduler(manager_config(envs, max_new), {"FrozenLake": spec}, sequence_length=4096, seed=1000,
@@ -120,11 +123,34 @@ def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
     finally:
         scheduler.shutdown()
         strategy.shutdown()
-    stats = strategy.engine.stats
     return {"steps": int(sum(m["num_actions"] for m in batch["env_metrics"])), "tokens": int(batch["response_mask"].sum()),
-            "seconds": seconds, "prefill_tps": stats["prefill_tokens"] / max(stats["prefill_s"], 1e-9),
+            "seconds": seconds}
+
+
+def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
+    from roll.strategies.hf_infer import HFInferStrategy
+
+    strategy = HFInferStrategy(model_dir, max_batch_size=envs, max_sessions=envs * 2)
+    row = rollout(strategy, model_dir, envs, turns, max_new)
+    stats = strategy.engine.stats
+    return {**row, "prefill_tps": stats["prefill_tokens"] / max(stats["prefill_s"], 1e-9),
             "decode_tps": stats["decode_tokens"] / max(stats["decode_s"], 1e-9), "cached": stats["cached_tokens"],
             "prefilled": stats["prefill_tokens"]}
+
+
+def run_vllm(model_dir: str, envs: int, turns: int, max_new: int, threads: int, block_size: int | None) -> dict:
+    """(d): the same rollout with the vllm strategy; its engine start (about 10-20 s) is not timed."""
+    from roll.strategies.vllm_infer import VLLMInferStrategy
+
+    config = {"block_size": block_size} if block_size else None
+    strategy = VLLMInferStrategy(model_dir, max_batch_size=envs, num_threads=threads, strategy_config=config)
+    from roll.strategies.generation import GenerationRequest, SamplingParams
+
+    warm = SamplingParams(max_new_tokens=4, do_sample=False, temperature=0.0, top_p=1.0, top_k=0)
+    strategy.generate([GenerationRequest(input_ids=[1, 2, 3], sampling=warm)])  # warm-up, as for (a)-(c)
+    row = rollout(strategy, model_dir, envs, turns, max_new)
+    stats = strategy.stats
+    return {**row, "cached": stats["cached_tokens"], "prefilled": stats["prefill_tokens"]}
 
 
 @torch.inference_mode()
@@ -154,8 +180,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for every mode (on a loaded 2-core machine 1 beats 2 by far: see docs/rollout.md)")
+    parser.add_argument("--vllm-block-sizes", default="0",
+                        help="comma-separated KV block sizes, one vllm row each (0: vLLM's default, 128 on CPU)")
     parser.add_argument("--model", default=None, help="a Hugging Face folder (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--skip", default="", help="comma-separated modes to skip: naive,batched")
+    parser.add_argument("--skip", default="", help="comma-separated modes to skip: naive,batched,vllm "
+                        "(vllm is skipped anyway where vLLM is not installed)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -170,24 +199,48 @@ def main() -> None:
     limit = forward_limit(model)
     rows = {}
     skip = set(args.skip.split(","))
+
+    def measure(name: str, run) -> dict:
+        """One row, with the forward-pass limit measured right before and after it: on a shared
+        machine the load drifts, so each row is compared with the limit of its own minutes."""
+        before = forward_limit(model)
+        row = run()
+        rows[name] = {**row, "limit": (before + forward_limit(model)) / 2}
+        return rows[name]
+
     if "naive" not in skip:
-        rows["(a) naive: one env, generate per turn"] = run_naive(model, tok, args.naive_envs, args.turns, args.max_new_tokens)
+        measure("(a) naive: one env, generate per turn", lambda: run_naive(model, tok, args.naive_envs, args.turns, args.max_new_tokens))
     if "batched" not in skip:
-        rows["(b) batched: all envs, re-encode + generate"] = run_batched(model, tok, args.envs, args.turns, args.max_new_tokens)
-    rows["(c) roll: decode engine"] = ours = run_roll(args.model, args.envs, args.turns, args.max_new_tokens)
+        measure("(b) batched: all envs, re-encode + generate", lambda: run_batched(model, tok, args.envs, args.turns, args.max_new_tokens))
+    ours = measure("(c) roll: decode engine", lambda: run_roll(args.model, args.envs, args.turns, args.max_new_tokens))
+    from roll.strategies.vllm_infer import vllm_unavailable_reason
+
+    if "vllm" not in skip and vllm_unavailable_reason() is None:
+        for block in [int(b) for b in args.vllm_block_sizes.split(",")]:
+            label = f"block {block}" if block else "default blocks"
+            measure(f"(d) vllm strategy, {label}", lambda b=block: run_vllm(args.model, args.envs, args.turns,
+                                                                             args.max_new_tokens, args.threads, b))
+    elif "vllm" not in skip:
+        print(f"(d) vllm skipped: {vllm_unavailable_reason()}")
     limit_after = forward_limit(model)
     print(f"\nSmolLM2-135M-Instruct fp32, FrozenLake, {args.envs} envs, {args.turns} turns, max_new_tokens "
           f"{args.max_new_tokens}, greedy, {args.threads} torch threads; load avg {load_before:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"forward-pass limit (batched forward, 4x256 tokens): {limit:.0f} tokens/s before, {limit_after:.0f} after\n")
-    print(f"| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | roll speed-up (steps/s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mode | env steps | gen tokens | seconds | env steps/s | gen tokens/s | forward limit then (tokens/s) "
+          "| gen tokens/s ÷ that limit | roll speed-up (steps/s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     ours_rate = ours["steps"] / ours["seconds"]
     for name, r in rows.items():
-        rate = r["steps"] / r["seconds"]
-        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {r['tokens'] / r['seconds']:.1f} | {ours_rate / rate:.2f}x |")
-    print(f"\nroll decode: {ours['decode_tps']:.0f} tokens/s = {ours['decode_tps'] / limit:.2f} of the forward limit; "
-          f"prefill: {ours['prefill_tps']:.0f} tokens/s = {ours['prefill_tps'] / limit:.2f} of the limit; "
+        rate, tps = r["steps"] / r["seconds"], r["tokens"] / r["seconds"]
+        print(f"| {name} | {r['steps']} | {r['tokens']} | {r['seconds']:.1f} | {rate:.2f} | {tps:.1f} | {r['limit']:.0f} | "
+              f"{tps / r['limit']:.3f} | {ours_rate / rate:.2f}x |")
+    print(f"\nroll decode: {ours['decode_tps']:.0f} tokens/s = {ours['decode_tps'] / ours['limit']:.2f} of the forward limit; "
+          f"prefill: {ours['prefill_tps']:.0f} tokens/s = {ours['prefill_tps'] / ours['limit']:.2f} of the limit; "
           f"prompt tokens prefilled {ours['prefilled']}, served from cache {ours['cached']}")
+    for name, v in rows.items():
+        if name.startswith("(d)"):
+            print(f"{name}: prompt tokens prefilled {v['prefilled']}, served from its prefix cache {v['cached']} "
+                  f"({v['cached'] / max(v['cached'] + v['prefilled'], 1):.0%})")
 
 
 if __name__ == "__main__":

@@ -163,12 +163,17 @@ def create_infer_strategy(name: str, model_path: str, **options: Any) -> Any:
 
 _FSDP2 = "fsdp2_train (PyTorch FSDP2: shards parameters, gradients and optimizer state across workers, no extra package)"
 _HF_INFER = "hf_infer (transformers on CPU or GPU; token ids and log-probs exactly as training sees them)"
+# vLLM pins its own torch and transformers: it gets a second environment (on CPU, vLLM's CPU build).
+_VLLM_INSTALL = ("bash scripts/setup_vllm.sh (creates .venv-vllm; vLLM pins its own torch and transformers), "
+                 "then run roll with .venv-vllm/bin/python")
 for _row in (
     StrategyFacts("hf_infer", "infer", "roll.strategies.hf_infer.HFInferStrategy"),
-    StrategyFacts("vllm", "infer", None, alternative=_HF_INFER, refusal="roll has no vllm adapter yet.", needs_cuda=True,
-                  package="vllm", package_title="vLLM", install="pip install 'roll[gpu]' (or pip install vllm)"),
-    StrategyFacts("sglang", "infer", None, alternative=_HF_INFER, refusal="roll has no sglang adapter yet.",
-                  needs_cuda=True, package="sglang", package_title="SGLang", install="pip install sglang"),
+    StrategyFacts("vllm", "infer", "roll.strategies.vllm_infer.VLLMInferStrategy",
+                  alternative=f"{_HF_INFER}, as the CPU example does: {CPU_EXAMPLE}",
+                  package="vllm", package_title="vLLM", install=_VLLM_INSTALL),
+    StrategyFacts("sglang", "infer", "roll.strategies.sglang_infer.SGLangInferStrategy",
+                  alternative=f"vllm (runs on CPU too: {_VLLM_INSTALL}) or {_HF_INFER}",
+                  needs_cuda=True, package="sglang", package_title="SGLang", install="pip install 'sglang[all]'"),
     StrategyFacts("megatron_infer", "infer", None, alternative=_HF_INFER,
                   refusal="megatron_infer (ROLL's Megatron-Core forward pass) is not supported by roll."),
     StrategyFacts("deepspeed_infer", "infer", None, alternative=_HF_INFER,

@@ -58,7 +58,9 @@ class InferWorker:
         return self.version
 
     def get_stats(self) -> dict:
-        return dict(self.strategy.engine.stats)
+        """Token counts of the engine: prefill_tokens, cached_tokens (prompt tokens reused), decode_tokens, …"""
+        stats = getattr(self.strategy, "stats", None)  # vllm / sglang keep their own; hf_infer's engine has them
+        return dict(stats if stats is not None else self.strategy.engine.stats)
 
     def shutdown(self) -> None:
         self.strategy.shutdown()

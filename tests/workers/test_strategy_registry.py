@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -43,11 +45,16 @@ def test_create_infer_strategy_builds_hf_infer_with_the_options_it_takes(tiny_mo
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-def test_create_infer_strategy_refuses_vllm_here_with_the_reason(tiny_model_dir):
+def test_create_infer_strategy_refuses_sglang_without_gpu_and_vllm_without_its_package(tiny_model_dir):
     with pytest.raises(ValueError) as info:
-        create_infer_strategy("vllm", str(tiny_model_dir))
+        create_infer_strategy("sglang", str(tiny_model_dir))
     message = str(info.value)
-    assert "vllm needs a CUDA GPU" in message and "strategy_name: hf_infer" in message
+    assert "sglang needs a CUDA GPU" in message and "strategy_name: vllm" in message and "hf_infer" in message
+    if importlib.util.find_spec("vllm") is None:  # in .venv; .venv-vllm's tests (tests/rollout/test_vllm.py) build it
+        with pytest.raises(ValueError) as info:
+            create_infer_strategy("vllm", str(tiny_model_dir))
+        message = str(info.value)
+        assert "vLLM, which is not installed: bash scripts/setup_vllm.sh" in message and "strategy_name: hf_infer" in message
     with pytest.raises(ValueError, match="unknown inference strategy 'hf_train'.*'hf_infer'"):
         create_infer_strategy("hf_train", str(tiny_model_dir))
 
