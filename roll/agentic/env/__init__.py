@@ -1,6 +1,6 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
-Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``.
+Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``.
 """
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
@@ -16,11 +16,13 @@ from roll.agentic.env.countdown.env import CountdownEnv
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
+from roll.agentic.env.tool_use.env import ToolUseEnv
 
 register_env("frozen_lake", FrozenLakeEnv)
 register_env("sokoban", SokobanEnv)
 register_env("countdown", CountdownEnv)
 register_env("guess_number", GuessNumberEnv)
+register_env("tool_use", ToolUseEnv)
 
 __all__ = [
     "BaseEnv",
@@ -30,6 +32,7 @@ __all__ = [
     "FrozenLakeEnv",
     "GuessNumberEnv",
     "SokobanEnv",
+    "ToolUseEnv",
     "get_env_cls",
     "get_env_config_cls",
     "list_env_types",

@@ -148,13 +148,21 @@ class TrajEnvManager:
             "messages": messages,
         }
 
+    # ---- hooks for subclasses (the tool env manager renders tool output as `tool` messages) ----
+    def _new_chat(self) -> ChatTokens:
+        return ChatTokens(self.tokenizer)
+
+    def _next_turn_ids(self, chat: ChatTokens, observation: str, info: dict, turn: int) -> list[int]:
+        """Ids of the message that carries `observation` (from the step that returned `info`)."""
+        return chat.next_prompt(self._prompt(observation, turn))
+
     def run_episode(self, seed: int, episode_key: str = "0") -> dict[str, Any]:
         """Plays one episode from `seed`; returns the trajectory dict (lists, picklable)."""
         if self.env is None:
             self.env = self._env_call("make_env", seed, lambda: build_env(self.env_type, self.env_config))
         observation, info = self._env_call("reset", seed, self.env.reset, seed)
         instruction = self.env_instruction or info.get("env_instruction", "")
-        chat = ChatTokens(self.tokenizer)
+        chat = self._new_chat()
         first_user = (instruction + "\n" if instruction else "") + self._prompt(observation, 0)
         ids = chat.start([{"role": "system", "content": self.system_template}, {"role": "user", "content": first_user}])
         if len(ids) >= self.sequence_length:
@@ -186,7 +194,7 @@ class TrajEnvManager:
                     break
                 if turn + 1 == self.max_steps:
                     break
-                delta = chat.next_prompt(self._prompt(observation, turn + 1))
+                delta = self._next_turn_ids(chat, observation, info, turn + 1)
                 if len(ids) + len(delta) >= self.sequence_length:  # no room left for a response token
                     chat.drop_last_user()
                     stop_reason = "sequence_length"
