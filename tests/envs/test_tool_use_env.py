@@ -136,3 +136,15 @@ def test_hostile_outputs_and_hostile_code_never_raise():
             env.reset(seed=env.seed + 1)
     assert invalid > 30
     assert tool_runs >= 5  # the hostile programs really ran (and were contained)
+
+
+def test_the_example_entries_build_and_the_tool_solves_them():
+    from omegaconf import OmegaConf
+
+    entries = OmegaConf.to_container(OmegaConf.load("examples/config/envs.yaml"), resolve=True)["custom_env"]
+    for tag in ("ToolMultiplication", "ToolTableLookup"):
+        entry = entries[tag]
+        assert entry["env_manager_cls"].endswith("tool_env_manager.ToolEnvManager")
+        env = make_env(entry["env_type"], **entry["env_config"])
+        total, info = solve_with_tool(env, env.config.tool_call_format)
+        assert info["metrics"]["success"] == 1.0, tag
