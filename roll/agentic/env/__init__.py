@@ -1,6 +1,6 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
-Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``.
+Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` (needs the optional GEM package).
 """
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
@@ -14,6 +14,7 @@ from roll.agentic.env.registry import (
 )
 from roll.agentic.env.countdown.env import CountdownEnv
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
+from roll.agentic.env.gem.env import GemEnv
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
 from roll.agentic.env.tool_use.env import ToolUseEnv
@@ -23,6 +24,7 @@ register_env("sokoban", SokobanEnv)
 register_env("countdown", CountdownEnv)
 register_env("guess_number", GuessNumberEnv)
 register_env("tool_use", ToolUseEnv)
+register_env("gem", GemEnv)  # imports GEM only when an env is built
 
 __all__ = [
     "BaseEnv",
@@ -30,6 +32,7 @@ __all__ = [
     "StepOutcome",
     "CountdownEnv",
     "FrozenLakeEnv",
+    "GemEnv",
     "GuessNumberEnv",
     "SokobanEnv",
     "ToolUseEnv",
