@@ -118,6 +118,16 @@ def main() -> None:
          statistics.median(unsandboxed), "python -c, no sandbox"),
         ("python -c subprocess, no sandbox", unsandboxed, statistics.median(unsandboxed), "itself"),
     ]
+    try:
+        import gem  # noqa: F401  (optional dependency)
+    except ImportError:
+        print("gem rows skipped: GEM is not installed (pip install 'roll[gem]')")
+    else:
+        hanoi = {"gem_id": "game:TowerofHanoi-v0-easy", "max_steps": 10**9}
+        rows += [
+            ("gem TowerofHanoi step (random boxed move)", measure_steps("gem", hanoi, n), STEP_BUDGET_S, "1 ms budget"),
+            ("gem TowerofHanoi reset", measure_resets("gem", hanoi, n), RESET_BUDGET_S, "10 ms budget"),
+        ]
     if gym_times:
         rows.append(("gymnasium FrozenLake-v1 step 4x4 (int action)", gym_times, gym_median, "itself"))
 

@@ -156,3 +156,17 @@ def test_missing_gem_is_refused_with_the_install_command(monkeypatch):
 def test_bad_gem_configs_fail_with_a_clear_message(config, message):
     with pytest.raises(ValueError, match=message):
         make_env("gem", **config)
+
+
+def test_the_example_entries_build_and_take_a_boxed_move():
+    from omegaconf import OmegaConf
+
+    entries = OmegaConf.to_container(OmegaConf.load("examples/config/envs.yaml"), resolve=True)["custom_env"]
+    for tag in ("GemGuessTheNumber", "GemTowerofHanoi", "GemLegCounting"):
+        entry = entries[tag]
+        env = make_env(entry["env_type"], **entry["env_config"])
+        assert env.config.max_steps == entry["max_steps"]
+        observation, _ = env.reset(seed=1)
+        assert "boxed" in entry["agent_template"].format(turn_idx=1, observation=observation, actions_left=1, max_response_length=1)
+        _, _, _, _, info = env.step("\\boxed{A C}" if "Hanoi" in tag else "\\boxed{4}")
+        assert info["metrics"]["action_is_valid"] == 1.0, tag
