@@ -1,6 +1,7 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
-Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` (needs the optional GEM package).
+Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` and ``textworld``
+(these two need their optional packages).
 """
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
@@ -17,6 +18,7 @@ from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
 from roll.agentic.env.gem.env import GemEnv
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
+from roll.agentic.env.textworld.env import TextWorldEnv
 from roll.agentic.env.tool_use.env import ToolUseEnv
 
 register_env("frozen_lake", FrozenLakeEnv)
@@ -25,6 +27,7 @@ register_env("countdown", CountdownEnv)
 register_env("guess_number", GuessNumberEnv)
 register_env("tool_use", ToolUseEnv)
 register_env("gem", GemEnv)  # imports GEM only when an env is built
+register_env("textworld", TextWorldEnv)  # likewise textworld
 
 __all__ = [
     "BaseEnv",
@@ -35,6 +38,7 @@ __all__ = [
     "GemEnv",
     "GuessNumberEnv",
     "SokobanEnv",
+    "TextWorldEnv",
     "ToolUseEnv",
     "get_env_cls",
     "get_env_config_cls",
