@@ -128,6 +128,14 @@ def main() -> None:
             ("gem TowerofHanoi step (random boxed move)", measure_steps("gem", hanoi, n), STEP_BUDGET_S, "1 ms budget"),
             ("gem TowerofHanoi reset", measure_resets("gem", hanoi, n), RESET_BUDGET_S, "10 ms budget"),
         ]
+    try:
+        import textworld  # noqa: F401  (optional dependency)
+    except ImportError:
+        print("textworld rows skipped: textworld is not installed (pip install 'roll[textworld]')")
+    else:
+        small = {"num_games": 1, "max_steps": 10**9}  # one game: generated once, then cached
+        rows.append(("textworld step (random admissible command)", measure_steps("textworld", small, max(n // 10, 20)),
+                     STEP_BUDGET_S, "1 ms budget"))
     if gym_times:
         rows.append(("gymnasium FrozenLake-v1 step 4x4 (int action)", gym_times, gym_median, "itself"))
 
