@@ -65,3 +65,18 @@ def test_extra_special_tokens_from_config_are_removed():
     env.reset(seed=0)
     *_, info = env.step("<answer>Do[[END]]wn</answer>")
     assert info["action"] == "Down" and info["metrics"]["action_is_valid"] == 1.0
+
+
+def test_a_short_answer_still_parses_when_its_first_try_misses_the_timeout(monkeypatch):
+    # On a loaded machine the 50 ms wall-clock limit can pass before a short text's thread runs at
+    # all; a first limit of 0 reproduces that. Short text gets a second, generous try; long text does
+    # not (hostile text must stay bounded).
+    import roll.agentic.env.parsing as parsing
+
+    monkeypatch.setattr(parsing, "PARSE_TIMEOUT_S", 0.0)
+    assert parse_model_text("<answer>Left</answer>", DEFAULT_ACTION_PATTERN).answer == "Left"
+    env = make_env("frozen_lake")
+    assert "Answer format: <answer>Left</answer>" in env.reset(seed=0)[1]["env_instruction"]
+    long_text = "x" * (parsing.RETRY_MAX_CHARS + 1) + "<answer>Left</answer>"
+    parsed = parse_model_text(long_text, DEFAULT_ACTION_PATTERN)
+    assert parsed.answer is None and "took over" in parsed.error

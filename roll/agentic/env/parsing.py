@@ -19,6 +19,11 @@ from typing import Iterable, Optional
 import regex
 
 PARSE_TIMEOUT_S = 0.05
+# The timeout is wall time, so on a loaded machine a short, harmless text can miss it only because its
+# thread was not scheduled (seen with 64 envs on 2 busy cores: a valid answer judged invalid). Text this
+# short cannot backtrack for long, so it gets a second try with a generous limit.
+RETRY_MAX_CHARS = 2_000
+RETRY_TIMEOUT_S = 1.0
 DEFAULT_ACTION_PATTERN = r"<answer>(.*?)</answer>"
 THINK_ACTION_PATTERN = r"<think>(.*?)</think>\s*<answer>(.*?)</answer>"
 
@@ -77,10 +82,10 @@ def parse_model_text(text: object, pattern: str, extra_special_tokens: Iterable[
         return ParsedText(None, None, f"expected text, got {type(text).__name__}")
     pattern_re = compile_action_pattern(pattern)
     cleaned = strip_special_tokens(text, tuple(extra_special_tokens))
-    try:
-        # two matches already make the text ambiguous: no need to scan further
-        matches = list(itertools.islice(pattern_re.finditer(cleaned, timeout=PARSE_TIMEOUT_S), 2))
-    except TimeoutError:
+    matches = _first_two_matches(pattern_re, cleaned, PARSE_TIMEOUT_S)
+    if matches is None and len(cleaned) <= RETRY_MAX_CHARS:
+        matches = _first_two_matches(pattern_re, cleaned, RETRY_TIMEOUT_S)
+    if matches is None:
         return ParsedText(None, None, f"matching action_pattern took over {PARSE_TIMEOUT_S * 1000:.0f} ms")
     if not matches:
         return ParsedText(None, None, "no match for action_pattern")
@@ -102,6 +107,14 @@ def parse_model_text(text: object, pattern: str, extra_special_tokens: Iterable[
     if not answer:
         return ParsedText(think, None, "empty answer")
     return ParsedText(think.strip() if think is not None else None, answer, None)
+
+
+def _first_two_matches(pattern_re: "regex.Pattern", text: str, timeout_s: float) -> Optional[list]:
+    """Up to two matches (two already make the text ambiguous), or None when matching timed out."""
+    try:
+        return list(itertools.islice(pattern_re.finditer(text, timeout=timeout_s), 2))
+    except TimeoutError:
+        return None
 
 
 def match_action_name(answer: str, action_names: Iterable[str]) -> Optional[str]:
