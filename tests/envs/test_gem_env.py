@@ -170,3 +170,22 @@ def test_the_example_entries_build_and_take_a_boxed_move():
         assert "boxed" in entry["agent_template"].format(turn_idx=1, observation=observation, actions_left=1, max_response_length=1)
         _, _, _, _, info = env.step("\\boxed{A C}" if "Hanoi" in tag else "\\boxed{4}")
         assert info["metrics"]["action_is_valid"] == 1.0, tag
+
+
+def test_rolls_gem_entries_build_and_play_with_their_own_env_types():
+    from omegaconf import OmegaConf
+
+    from tests.conftest import SHARED_DIR
+
+    entries = {}
+    for name, group in (("traj_envs_gem_games.yaml", "gem_games"), ("traj_envs_gem_rg.yaml", "gem_rg")):
+        entries.update(OmegaConf.to_container(OmegaConf.load(SHARED_DIR / "roll-configs/config" / name), resolve=True)[group])
+    for tag in ("GuessTheNumber", "TowerofHanoi", "LetterCounting"):
+        entry = entries[tag]
+        env = make_env(entry["env_type"], **entry["env_config"])  # e.g. game:TowerofHanoi-v0 with num_disks: 4
+        observation, _ = env.reset(seed=0)
+        _, _, _, _, info = env.step("\\boxed{A C}" if "Hanoi" in tag else "\\boxed{3}")
+        assert info["metrics"]["action_is_valid"] == 1.0, tag
+    assert "4 disks" in make_env("game:TowerofHanoi-v0", num_disks=4).reset(seed=0)[0]
+    with pytest.raises(ValueError, match="Did you mean 'num_disks'"):
+        make_env("game:TowerofHanoi-v0", num_disk=4)

@@ -16,6 +16,7 @@ from roll.agentic.env.registry import (
 from roll.agentic.env.countdown.env import CountdownEnv
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
 from roll.agentic.env.gem.env import GemEnv
+from roll.agentic.env.gem.roll_ids import roll_gem_env_classes
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
 from roll.agentic.env.textworld.env import TextWorldEnv
@@ -28,6 +29,8 @@ register_env("guess_number", GuessNumberEnv)
 register_env("tool_use", ToolUseEnv)
 register_env("gem", GemEnv)  # imports GEM only when an env is built
 register_env("textworld", TextWorldEnv)  # likewise textworld
+for _gem_env_type, _gem_env_cls in roll_gem_env_classes().items():  # ROLL's `game:GuessTheNumber-v0` ...
+    register_env(_gem_env_type, _gem_env_cls)
 
 __all__ = [
     "BaseEnv",
