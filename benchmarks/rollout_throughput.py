@@ -21,16 +21,16 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from roll.agentic.env import make_env
-from roll.pipeline.agentic.env_manager.traj_env_manager import DEFAULT_AGENT_TEMPLATE, DEFAULT_SYSTEM_TEMPLATE
+from roll.configs.worker_config import GeneratingArgs
+from roll.pipeline.agentic.agentic_config import DEFAULT_AGENT_TEMPLATE, CustomEnvConfig, EnvManagerConfig
+
+DEFAULT_SYSTEM_TEMPLATE = CustomEnvConfig().agent_system_template
 
 
-class Spec:
-    """The EnvManagerConfig fields the scheduler reads (kept here so the benchmark needs no config files)."""
-
-    def __init__(self, envs: int, max_new_tokens: int) -> None:
-        self.num_env_groups, self.group_size, self.tags = envs, 1, ["FrozenLake"]
-        self.num_groups_partition, self.max_env_num_per_worker, self.format_penalty = None, 0, None
-        self.generating_args = {"max_new_tokens": max_new_tokens, "do_sample": False, "temperature": 0.0}
+def manager_config(envs: int, max_new_tokens: int) -> EnvManagerConfig:
+    """One env per group, greedy (the benchmark needs no config files)."""
+    return EnvManagerConfig(num_env_groups=envs, group_size=1, tags=["FrozenLake"],
+                            generating_args=GeneratingArgs(max_new_tokens=max_new_tokens, do_sample=False, temperature=0.0))
 
 
 def user_turn(obs: str, turn: int, turns: int, max_new: int, instruction: str = "") -> str:
@@ -109,9 +109,9 @@ def run_roll(model_dir: str, envs: int, turns: int, max_new: int) -> dict:
     from roll.strategies.hf_infer import HFInferStrategy
 
     strategy = HFInferStrategy(model_dir, max_batch_size=envs, max_sessions=envs * 2)
-    spec = {"env_type": "frozen_lake", "max_steps": turns, "max_tokens_per_step": max_new,
-            "env_config": {"is_slippery": False, "max_steps": turns}}
-    scheduler = RolloutScheduler(Spec(envs, max_new), {"FrozenLake": spec}, sequence_length=4096, seed=1000,
+    spec = CustomEnvConfig(env_type="frozen_lake", max_steps=turns, max_tokens_per_step=max_new,
+                           env_config={"is_slippery": False, "max_steps": turns})
+    scheduler = RolloutScheduler(manager_config(envs, max_new), {"FrozenLake": spec}, sequence_length=4096, seed=1000,
                                  tokenizer_path=model_dir, proxy={"type": "policy", "workers": [strategy]}, executor="local")
     try:
         start = time.perf_counter()

@@ -4,7 +4,6 @@ the config before any worker starts, start (or join) Ray, build the pipeline cla
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -33,10 +32,11 @@ def setup_logging() -> None:
 
 
 def import_class(path: str) -> type:
-    module_name, _, class_name = path.rpartition(".")
+    from hydra.utils import get_class
+
     try:
-        return getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as error:
+        return get_class(path)
+    except (ImportError, ValueError) as error:
         raise ConfigError(f"pipeline_cls: cannot import {path!r} ({error}); give a full import path such as roll.pipeline.agentic.agentic_pipeline.AgenticPipeline") from None
 
 
@@ -63,11 +63,11 @@ def init_ray(system_envs: dict[str, str]) -> None:
 def main(argv: list[str], default_pipeline: str) -> int:
     setup_logging()
     args = parse_args(argv)
-    from roll.configs.loader import load_config
     from roll.configs.runtime_checks import check_runnable
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
 
     try:
-        config = load_config(args.config_path, args.config_name, args.overrides)
+        config = load_agentic_config(args.config_path, args.config_name, args.overrides)
         check_runnable(config)
         pipeline_cls = import_class(config.pipeline_cls or default_pipeline)
     except ConfigError as error:

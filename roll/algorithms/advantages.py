@@ -1,5 +1,9 @@
 """Advantage estimators (SPEC §4 step 8): GAE, and discounted returns for reinforce / GRPO.
 
+Estimators are registered by name (`register_adv_estimator`) and all take one `AdvantageInputs`;
+the config key `adv_estimator` picks one, validation accepts any registered name, and
+`compute_advantages` applies the shared post-processing (whitening, masking, clipping).
+
 Time steps are response tokens only. A multi-turn trajectory is one row
 `prompt, response₁, obs₁, response₂, obs₂, response₃` whose observation tokens were not chosen by
 the policy, so they are not actions and get no advantage. Both estimators therefore run over the
@@ -12,12 +16,77 @@ ended: V = 0 there. Rewards and values at non-response positions are ignored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable
+
 import torch
 from torch import Tensor
 
 from roll.algorithms.masked import masked_whiten
+from roll.utils.registry import Registry
 
-ADV_ESTIMATORS = ("gae", "reinforce", "grpo")
+
+@dataclass(frozen=True)
+class AdvantageInputs:
+    """What an advantage estimator receives for one batch of B trajectories, each L tokens long.
+
+    Every `[B, L]` tensor is aligned with the batch's `input_ids` (roll.data.batch): position t of
+    row b is token t of trajectory b, prompt and observation tokens included.
+
+    - `token_rewards` `[B, L]` float: the reward credited to each token — each row's normalised,
+      clipped episode reward on its last response token, minus `kl_coef · KL` per response token when
+      `add_token_level_kl` is on; 0 off the response tokens.
+    - `response_mask` `[B, L]` float: 1 where the policy generated the token (the actions), else 0.
+    - `gamma`, `lambd`: the config's discount and GAE λ.
+    - `values` `[B, L]` float or None: the critic's value per token; None unless the estimator was
+      registered with `needs_values=True` (then the pipeline runs a critic and this is never None).
+    - `response_level_rewards` `[B]` float or None: each trajectory's reward after normalisation and
+      clipping (the number `token_rewards` carries on its last response token).
+    - `meta`: the batch's per-trajectory plain values, each a list of B entries: `traj_group_id`
+      (trajectories of one GRPO group share it), `tag` (the env's name in custom_envs), `env_id`, …
+    """
+
+    token_rewards: Tensor
+    response_mask: Tensor
+    gamma: float
+    lambd: float
+    values: Tensor | None = None
+    response_level_rewards: Tensor | None = None
+    meta: dict[str, list] = field(default_factory=dict)
+
+
+# An estimator returns (advantages, returns), both [B, L]; values off the response tokens are ignored.
+EstimatorFn = Callable[[AdvantageInputs], "tuple[Tensor, Tensor]"]
+
+
+@dataclass(frozen=True)
+class AdvantageEstimator:
+    name: str
+    fn: EstimatorFn
+    needs_values: bool  # True: the pipeline trains a critic and passes its values
+
+
+ADV_ESTIMATORS: Registry[AdvantageEstimator] = Registry("adv_estimator")
+
+
+def register_adv_estimator(name: str, *, needs_values: bool = False, replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator registering `fn(inputs: AdvantageInputs) -> (advantages, returns)` as `adv_estimator: name`.
+
+    `needs_values=True` makes the pipeline run a critic (as for `gae`). Register in a module that the
+    driver imports before the config is validated (e.g. the module of your pipeline or env); see
+    docs/algorithms.md.
+    """
+
+    def decorate(fn: EstimatorFn) -> EstimatorFn:
+        ADV_ESTIMATORS.add(name, AdvantageEstimator(name, fn, needs_values), replace=replace)
+        return fn
+
+    return decorate
+
+
+def estimator_needs_values(name: str) -> bool:
+    """Whether `adv_estimator: name` needs a critic; False for a name nobody registered (validation reports it)."""
+    return name in ADV_ESTIMATORS and ADV_ESTIMATORS.get(name).needs_values
 
 
 def _pack_responses(response_mask: Tensor) -> tuple[Tensor, Tensor, int]:
@@ -83,6 +152,25 @@ def compute_discounted_returns(token_rewards: Tensor, response_mask: Tensor, gam
     return _unpack(returns, order)
 
 
+@register_adv_estimator("gae", needs_values=True)
+def gae_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """GAE over the response tokens, bootstrapped by the critic's values."""
+    return compute_gae(inputs.token_rewards, inputs.values, inputs.response_mask, inputs.gamma, inputs.lambd)
+
+
+@register_adv_estimator("reinforce")
+def reinforce_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """The discounted return is the advantage (no baseline beyond reward normalisation)."""
+    returns = compute_discounted_returns(inputs.token_rewards, inputs.response_mask, inputs.gamma)
+    return returns, returns
+
+
+@register_adv_estimator("grpo")
+def grpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """As reinforce: GRPO's group baseline is already in the rewards (group normalisation, step 6)."""
+    return reinforce_estimator(inputs)
+
+
 def compute_advantages(
     estimator: str,
     token_rewards: Tensor,
@@ -93,25 +181,23 @@ def compute_advantages(
     whiten: bool = False,
     clip: float | None = None,
     whiten_rewards: bool = False,
+    response_level_rewards: Tensor | None = None,
+    meta: dict[str, list] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Advantages and returns for `adv_estimator` ∈ {gae, reinforce, grpo}.
+    """Advantages and returns from the registered estimator named `estimator` (gae, reinforce, grpo, …).
 
     `gae` needs critic `values`; `reinforce` and `grpo` use the discounted return as the advantage
     (GRPO's baseline is already in the rewards, from group normalisation). Then, in this order:
     optional whitening over all response tokens of the batch (unbiased var, ε = 1e-8; skipped for
     ≤ 1 token), masking to response tokens, clamping to ±`clip`. Returns are never whitened or clipped.
     """
+    entry = ADV_ESTIMATORS.get(estimator)
+    if entry.needs_values and values is None:
+        raise ValueError(f"adv_estimator {estimator!r} needs critic values; pass values=")
     if whiten_rewards:
         token_rewards = masked_whiten(token_rewards, response_mask, shift_mean=False)
-    if estimator == "gae":
-        if values is None:
-            raise ValueError("adv_estimator 'gae' needs critic values; pass values=")
-        advantages, returns = compute_gae(token_rewards, values, response_mask, gamma, lambd)
-    elif estimator in ("reinforce", "grpo"):
-        returns = compute_discounted_returns(token_rewards, response_mask, gamma)
-        advantages = returns
-    else:
-        raise ValueError(f"adv_estimator must be one of {ADV_ESTIMATORS}, got {estimator!r}")
+    inputs = AdvantageInputs(token_rewards, response_mask, gamma, lambd, values, response_level_rewards, dict(meta or {}))
+    advantages, returns = entry.fn(inputs)
     if whiten:
         advantages = masked_whiten(advantages, response_mask)
     advantages = torch.where(response_mask != 0, advantages, torch.zeros_like(advantages))

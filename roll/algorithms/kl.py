@@ -6,10 +6,20 @@ evaluated on tokens sampled from the policy, k1 = −log r, k2 = ½ (log r)², k
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
-KL_KINDS = ("kl", "abs", "mse", "k3")
+from roll.utils.registry import Registry
+
+# `kl_penalty` kinds: each maps the per-token log-ratio log p_policy − log p_ref to a KL estimate.
+KL_KINDS: Registry[Callable[[Tensor], Tensor]] = Registry("kl_penalty")
+
+
+def register_kl_kind(name: str, *, replace: bool = False) -> Callable[[Callable[[Tensor], Tensor]], Callable[[Tensor], Tensor]]:
+    """Decorator registering `fn(log_ratio [B, L]) -> kl [B, L]` as `kl_penalty: name` (also for kl_loss_type)."""
+    return KL_KINDS.register(name, replace=replace)
 
 # exp() of a log-ratio above ~88 overflows float32; clamping first keeps k3 and its gradient finite.
 _LOG_RATIO_CLAMP = 20.0
@@ -22,18 +32,30 @@ def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: str = "kl") -> Tens
 
     `kl`: logp − ref (k1, unbiased, can be negative); `abs`: |logp − ref|; `mse`: ½(logp − ref)² (k2);
     `k3`: exp(ref − logp) − (ref − logp) − 1, non-negative, log-ratio clamped to ±20 and result to ≤ 10.
+    Other kinds are whatever `register_kl_kind` added.
     """
-    log_ratio = logprobs - ref_logprobs
-    if kind == "kl":
-        return log_ratio
-    if kind == "abs":
-        return log_ratio.abs()
-    if kind == "mse":
-        return 0.5 * log_ratio.square()
-    if kind == "k3":
-        neg = (-log_ratio).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
-        return (torch.exp(neg) - neg - 1.0).clamp(-_K3_CLAMP, _K3_CLAMP)
-    raise ValueError(f"kl_penalty must be one of {KL_KINDS}, got {kind!r}")
+    return KL_KINDS.get(kind)(logprobs - ref_logprobs)
+
+
+@register_kl_kind("kl")
+def _k1(log_ratio: Tensor) -> Tensor:
+    return log_ratio
+
+
+@register_kl_kind("abs")
+def _abs(log_ratio: Tensor) -> Tensor:
+    return log_ratio.abs()
+
+
+@register_kl_kind("mse")
+def _k2(log_ratio: Tensor) -> Tensor:
+    return 0.5 * log_ratio.square()
+
+
+@register_kl_kind("k3")
+def _k3(log_ratio: Tensor) -> Tensor:
+    neg = (-log_ratio).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    return (torch.exp(neg) - neg - 1.0).clamp(-_K3_CLAMP, _K3_CLAMP)
 
 
 class FixedKLController:

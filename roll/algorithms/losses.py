@@ -9,17 +9,27 @@ loss and the shares sum to it. Left as None they are counted from the mask given
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
 from roll.algorithms.kl import kl_penalty
 from roll.algorithms.masked import masked_mean
-
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+from roll.utils.registry import Registry
 # Same bound as the KL estimators: exp(±20) is finite in float32, so the ratio and its gradient are too.
 _LOG_RATIO_CLAMP = 20.0
 
 Count = int | float | Tensor | None
+# An aggregation mode: fn(masked_loss [B, L] (0 off the mask), mask, num_tokens, num_seqs, norm_length) -> scalar.
+AggFn = Callable[[Tensor, Tensor, Count, Count, int], Tensor]
+LOSS_AGG_MODES: Registry[AggFn] = Registry("loss_agg_mode")
+
+
+def register_loss_agg_mode(name: str, *, replace: bool = False) -> Callable[[AggFn], AggFn]:
+    """Decorator registering an aggregation as `loss_agg_mode: name`; it receives the masked per-token
+    loss, the mask and the mini-batch denominators (already defaulted), see `agg_loss`."""
+    return LOSS_AGG_MODES.register(name, replace=replace)
 
 
 def agg_denominators(mask: Tensor) -> tuple[int, int]:
@@ -52,23 +62,37 @@ def agg_loss(
     with ≥ 1 masked token, so empty rows (padding) never dilute the mean. `norm_length` is a
     constant length (pass `sequence_length`); it defaults to L, which changes with padding under
     dynamic batching — pass it explicitly whenever micro-batches differ in width.
+    Further modes are whatever `register_loss_agg_mode` added.
     """
-    if mode not in LOSS_AGG_MODES:
-        raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES}, got {mode!r}")
+    aggregate = LOSS_AGG_MODES.get(mode)
     zero = torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device)
     selected = torch.where(mask != 0, loss_mat, zero) * mask.to(loss_mat.dtype)
-    if mode == "token-mean":
-        return _divide(selected.sum(), int((mask != 0).sum()) if num_tokens is None else num_tokens)
+    if num_tokens is None:
+        num_tokens = int((mask != 0).sum())
     if num_seqs is None:
         num_seqs = int((mask != 0).any(dim=-1).sum())
-    per_seq = selected.sum(dim=-1)
-    if mode == "seq-mean-token-mean":
-        per_seq = _divide(per_seq, (mask != 0).sum(dim=-1))
-        return _divide(per_seq.sum(), num_seqs)
-    if mode == "seq-mean-token-sum":
-        return _divide(per_seq.sum(), num_seqs)
-    length = mask.shape[-1] if norm_length is None else norm_length
-    return _divide(per_seq.sum(), torch.as_tensor(num_seqs, dtype=loss_mat.dtype) * length)
+    return aggregate(selected, mask, num_tokens, num_seqs, mask.shape[-1] if norm_length is None else norm_length)
+
+
+@register_loss_agg_mode("token-mean")
+def _token_mean(selected: Tensor, mask: Tensor, num_tokens: Count, num_seqs: Count, norm_length: int) -> Tensor:
+    return _divide(selected.sum(), num_tokens)
+
+
+@register_loss_agg_mode("seq-mean-token-sum")
+def _seq_mean_token_sum(selected: Tensor, mask: Tensor, num_tokens: Count, num_seqs: Count, norm_length: int) -> Tensor:
+    return _divide(selected.sum(), num_seqs)
+
+
+@register_loss_agg_mode("seq-mean-token-mean")
+def _seq_mean_token_mean(selected: Tensor, mask: Tensor, num_tokens: Count, num_seqs: Count, norm_length: int) -> Tensor:
+    per_seq = _divide(selected.sum(dim=-1), (mask != 0).sum(dim=-1))
+    return _divide(per_seq.sum(), num_seqs)
+
+
+@register_loss_agg_mode("seq-mean-token-sum-norm")
+def _seq_mean_token_sum_norm(selected: Tensor, mask: Tensor, num_tokens: Count, num_seqs: Count, norm_length: int) -> Tensor:
+    return _divide(selected.sum(), torch.as_tensor(num_seqs, dtype=selected.dtype) * norm_length)
 
 
 def ppo_policy_loss(

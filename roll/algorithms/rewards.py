@@ -7,12 +7,23 @@ in its group (a GRPO group, a tag, the whole batch); clipping bounds the result.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Callable
 
 import torch
 from torch import Tensor
 
-NORM_METHODS = ("identity", "mean", "mean_std")
+from roll.utils.registry import Registry
+
+# `reward_normalization.norm_mean_type` / `norm_std_type`: which statistics shift / scale (None: none).
 NORM_TYPES = ("batch", "group", None)
+# A method: fn(scores [B] float64, groups (one key per score), eps) -> normalised [B].
+NormFn = Callable[[Tensor, Sequence[Hashable], float], Tensor]
+NORM_METHODS: Registry[NormFn] = Registry("reward_normalization.method")
+
+
+def register_norm_method(name: str, *, replace: bool = False) -> Callable[[NormFn], NormFn]:
+    """Decorator registering `fn(scores, groups, eps) -> rewards` as `reward_normalization.method: name`."""
+    return NORM_METHODS.register(name, replace=replace)
 
 
 def _group_index(groups: Sequence[Hashable], device: torch.device) -> tuple[Tensor, int]:
@@ -45,35 +56,54 @@ def normalize_rewards(
     `grouping: batch`). `method`: `identity` (unchanged), `mean` (x − group mean), `mean_std`
     ((x − group mean) / (group std + eps), std unbiased). When `norm_mean_type` or `norm_std_type`
     is set they replace `method`: each is `batch`, `group` or None (no shift / no scaling).
+    Further methods are whatever `register_norm_method` added.
     Degenerate rule (SPEC §4.6): wherever scaling by a std is asked for and that std is undefined
     (one sample) or ≈ 0 (≤ eps), the normalised reward is 0 — identical rewards carry no signal.
     """
     if scores.dim() != 1 or len(groups) != scores.shape[0]:
         raise ValueError(f"scores must be [B] with one group key each; got {tuple(scores.shape)} and {len(groups)} keys")
-    if method not in NORM_METHODS:
-        raise ValueError(f"reward_normalization.method must be one of {NORM_METHODS}, got {method!r}")
+    normalize = NORM_METHODS.get(method)
     for name, value in (("norm_mean_type", norm_mean_type), ("norm_std_type", norm_std_type)):
         if value not in NORM_TYPES:
             raise ValueError(f"reward_normalization.{name} must be one of {NORM_TYPES}, got {value!r}")
-    if norm_mean_type is None and norm_std_type is None:
-        mean_type = None if method == "identity" else "group"
-        std_type = "group" if method == "mean_std" else None
-    else:
-        mean_type, std_type = norm_mean_type, norm_std_type
-    if scores.numel() == 0 or (mean_type is None and std_type is None):
+    if scores.numel() == 0:
         return scores.clone()
-
     x = scores.to(torch.float64)
+    if norm_mean_type is None and norm_std_type is None:
+        out = normalize(x, groups, eps)
+    else:
+        out = _shift_and_scale(x, groups, norm_mean_type, norm_std_type, eps)
+    return out.to(scores.dtype)
+
+
+def _shift_and_scale(x: Tensor, groups: Sequence[Hashable], mean_type: str | None, std_type: str | None, eps: float) -> Tensor:
+    """x minus its group / batch mean, divided by its group / batch std (the degenerate rule applied)."""
+    if mean_type is None and std_type is None:
+        return x.clone()
     index, n_groups = _group_index(groups, x.device)
     group_mean, group_std = _group_stats(x, index, n_groups)
     batch_mean, batch_std = _group_stats(x, torch.zeros_like(index), 1)
     shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
     if std_type is None:
-        return shifted.to(scores.dtype)
+        return shifted
     std = group_std if std_type == "group" else batch_std
     degenerate = torch.isnan(std) | (std <= eps)
-    out = torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
-    return out.to(scores.dtype)
+    return torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
+
+
+@register_norm_method("identity")
+def _identity(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
+    return x.clone()
+
+
+@register_norm_method("mean")
+def _group_mean(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
+    return _shift_and_scale(x, groups, "group", None, eps)
+
+
+@register_norm_method("mean_std")
+def _group_mean_std(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
+    return _shift_and_scale(x, groups, "group", "group", eps)
 
 
 def clip_rewards(rewards: Tensor, clip: float | None) -> tuple[Tensor, float]:

@@ -1,8 +1,10 @@
-"""Load a YAML config through Hydra into a validated AgenticConfig.
+"""Load a YAML config through Hydra into a validated config dataclass.
 
-`load_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", ["seed=123"])` composes the
-YAML (its `defaults:` list and `${…}` interpolations included), applies command-line overrides, turns
-the result into dataclasses (unknown keys are errors with a suggestion) and validates it.
+`load_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", ["seed=123"], config_cls=AgenticConfig)`
+composes the YAML (its `defaults:` list and `${…}` interpolations included), applies command-line
+overrides, turns the result into dataclasses (unknown keys are errors with a suggestion) and validates
+it. The caller names the config class (the agentic pipeline's `load_agentic_config` does), so this
+layer never imports the pipelines built on it.
 """
 
 from __future__ import annotations
@@ -76,15 +78,13 @@ def _force_add_if_missing(base: Any, override: str) -> str:
 _MISSING = object()
 
 
-def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = ()):
-    """Compose, convert and validate; raises ConfigError (naming the file and key) on any problem."""
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
-
+def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), *, config_cls: type):
+    """Compose, convert to `config_cls` and validate; raises ConfigError (naming the file and key) on any problem."""
     config_dir = resolve_config_dir(config_path)
     raw = compose_raw(config_dir, config_name, overrides)
     source = f"{config_dir / config_name.removesuffix('.yaml')}.yaml"
     try:
-        return config_from_dictconfig(raw, AgenticConfig)
+        return config_from_dictconfig(raw, config_cls)
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
 

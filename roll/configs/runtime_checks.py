@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from typing import TYPE_CHECKING
 
 from roll.configs.errors import ConfigError
+from roll.strategies.registry import strategy_problem
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 logger = logging.getLogger("roll.config")
-CPU_EXAMPLE = (
-    "python examples/start_agentic_pipeline.py --config-path examples/smollm2-135M-agentic_cpu "
-    "--config-name agent_val_frozen_lake"
-)
 
 
 def has_cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def strategy_problem(strategy: str, cuda: bool) -> str | None:
-    """Why `strategy` cannot run on this machine, with what to use instead; None when it can."""
-    if strategy in ("vllm", "sglang"):
-        if not cuda:
-            return (f"{strategy} needs a CUDA GPU and none is visible on this machine. Use strategy_name: hf_infer "
-                    f"(transformers, runs on CPU), as the CPU example does: {CPU_EXAMPLE}")
-        if importlib.util.find_spec(strategy) is None:
-            return f"{strategy} is not installed: pip install 'roll[gpu]' (or pip install {strategy}), or use strategy_name: hf_infer."
-        return (f"roll has no {strategy} adapter yet: use strategy_name: hf_infer, which generates with transformers "
-                f"on the GPU too (token ids and log-probs exactly as training sees them).")
-    if strategy == "deepspeed_train":
-        if importlib.util.find_spec("deepspeed") is None:
-            return "deepspeed_train needs DeepSpeed, which is not installed: pip install deepspeed, or use strategy_name: fsdp2_train (PyTorch FSDP2, no extra package)."
-        if not cuda:
-            return "deepspeed_train needs a CUDA GPU; on CPU use strategy_name: hf_train (one process) or fsdp2_train (several, over gloo)."
-    if strategy == "megatron_train":
-        return "megatron_train is not supported by roll; use strategy_name: fsdp2_train (PyTorch FSDP2), which shards the same way for models of this size."
-    return None
 
 
 def check_runnable(config: "AgenticConfig") -> None:

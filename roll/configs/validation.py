@@ -10,30 +10,35 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.worker_config import INFER_STRATEGIES, TRAIN_STRATEGIES, WorkerConfig
+from roll.configs.worker_config import WorkerConfig
+from roll.strategies.registry import allowed_strategies, strategy_facts
+from roll.utils.tracking import TRACKERS, tracker_names
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
 
+# A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
-    "adv_estimator": ("gae", "reinforce", "grpo"),
-    "kl_penalty": ("kl", "abs", "mse", "k3"),
-    "loss_agg_mode": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
-    "reward_normalization.method": ("identity", "mean", "mean_std"),
-    "reward_normalization.norm_mean_type": (None, "batch", "group"),
-    "reward_normalization.norm_std_type": (None, "batch", "group"),
+    "adv_estimator": ADV_ESTIMATORS,
+    "kl_penalty": KL_KINDS,
+    "loss_agg_mode": LOSS_AGG_MODES,
+    "reward_normalization.method": NORM_METHODS,
+    "reward_normalization.norm_mean_type": NORM_TYPES,
+    "reward_normalization.norm_std_type": NORM_TYPES,
 }
-TRACKERS = ("stdout", "tensorboard", "wandb")
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 DTYPES = ("fp32", "bf16", "fp16")
 
 
 def validate(config: "AgenticConfig") -> None:
     """Raises ConfigError naming the first problem and its fix; fills derived defaults in place."""
+    # envs first: importing their class paths runs the user's modules, whose registrations (an advantage
+    # estimator, a KL kind, ...) the choice checks then accept like built-in names
+    _check_custom_envs(config)
     _check_choices(config)
     _check_ranges(config)
-    _check_custom_envs(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -58,19 +63,20 @@ def _check_choices(config: "AgenticConfig") -> None:
         if value not in allowed:
             shown = [a for a in allowed if a is not None]
             raise ConfigError(f"{dotted}: {value!r} is not one of {shown}.{did_you_mean(str(value), shown)}")
-    for tracker in _trackers(config.track_with):
+    for tracker in tracker_names(config.track_with):
         if tracker not in TRACKERS:
-            raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {list(TRACKERS)} joined by commas.{did_you_mean(tracker, TRACKERS)}")
+            raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {TRACKERS.names()} joined by commas.{did_you_mean(tracker, TRACKERS)}")
     for role, worker in _workers(config):
         strategy = worker.strategy_args.strategy_name
-        allowed = TRAIN_STRATEGIES if role in ("actor_train", "critic") else INFER_STRATEGIES
-        if role == "reference":
-            allowed = INFER_STRATEGIES + TRAIN_STRATEGIES
+        allowed = allowed_strategies(role)
         if strategy not in allowed:
             raise ConfigError(
                 f"{role}.strategy_args.strategy_name: unknown strategy {strategy!r} for {role}; use one of "
                 f"{list(allowed)}.{did_you_mean(strategy, allowed)}"
             )
+        if worker.model_args.lora_rank and role in ("actor_train", "critic") and not strategy_facts(strategy).lora:
+            lora_names = [name for name in allowed if strategy_facts(name).lora]
+            raise ConfigError(f"{role}.model_args.lora_rank: strategy {strategy!r} does not train LoRA adapters; use strategy_name: one of {lora_names}, or drop lora_rank.")
         if worker.model_args.dtype not in DTYPES:
             raise ConfigError(f"{role}.model_args.dtype: {worker.model_args.dtype!r} is not one of {list(DTYPES)}.")
         if worker.training_args.lr_scheduler_type not in LR_SCHEDULERS:
@@ -78,10 +84,6 @@ def _check_choices(config: "AgenticConfig") -> None:
                 f"{role}.training_args.lr_scheduler_type: {worker.training_args.lr_scheduler_type!r} is not one of "
                 f"{list(LR_SCHEDULERS)}.{did_you_mean(worker.training_args.lr_scheduler_type, LR_SCHEDULERS)}"
             )
-
-
-def _trackers(track_with: str) -> list[str]:
-    return [t.strip() for t in track_with.split(",") if t.strip()]
 
 
 def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:
@@ -118,16 +120,26 @@ def _check_ranges(config: "AgenticConfig") -> None:
 
 
 def _check_custom_envs(config: "AgenticConfig") -> None:
-    from roll.agentic.env import get_env_config_cls, list_env_types, make_env_config
+    """Each env resolves (a registered name or a BaseEnv class path, imported here so a user's module
+    that does not import fails now), its env_config keys and values fit its config dataclass, and its
+    env manager class path imports."""
+    from roll.agentic.env import get_env_cls, list_env_types
 
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
         known = list_env_types()
-        if spec.env_type not in known:
-            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}.{did_you_mean(spec.env_type, known)}")
+        if spec.env_type not in known and "." not in spec.env_type:
+            raise ConfigError(f"{where}.env_type: {spec.env_type!r} is not a registered env; registered: {sorted(known)}, "
+                              f"or give the class path of a BaseEnv subclass (my_pkg.envs.MyEnv).{did_you_mean(spec.env_type, known)}")
+        try:
+            env_cls = get_env_cls(spec.env_type)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{where}.env_type: {error}") from None
         _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
         _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
-        config_cls = get_env_config_cls(spec.env_type)
+        _require(isinstance(spec.agent_template, str) and bool(spec.agent_template),
+                 f"{where}.agent_template must be a non-empty string, got {spec.agent_template!r}")
+        config_cls = env_cls.config_cls
         valid = set(getattr(config_cls, "__dataclass_fields__", {}))
         for key in spec.env_config:
             if key not in valid:
@@ -135,10 +147,35 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
                     f"{where}.env_config.{key}: unknown key for env_type {spec.env_type!r} "
                     f"({config_cls.__name__}).{did_you_mean(key, valid)} Valid keys: {', '.join(sorted(valid))}."
                 )
+        env_values = dict(spec.env_config)
+        if spec.tool_wrapper is not None:
+            _require("tool_wrapper" in valid and "tool_wrapper" not in env_values,
+                     f"{where}.tool_wrapper: env_type {spec.env_type!r} takes no tool_wrapper (tool_use does), or it is "
+                     "also set inside env_config; keep one")
+            env_values["tool_wrapper"] = spec.tool_wrapper
         try:  # values too: ranges, symbol tables, action regexes
-            make_env_config(spec.env_type, **spec.env_config)
+            config_cls.from_values(env_values, spec.env_type)
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
+        _check_env_manager_cls(where, spec.env_manager_cls)
+
+
+def _check_env_manager_cls(where: str, path: str) -> None:
+    """The env manager's class path imports here, in the driver, before any worker starts (the Ray
+    env workers import it again in their own processes)."""
+    from hydra.utils import get_class
+
+    try:
+        manager_cls = get_class(path)
+    except Exception as error:  # ImportError, ValueError, or whatever the user's module raised on import
+        lines = str(error).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
+        reason = " ".join(lines[1:] or lines) or type(error).__name__
+        raise ConfigError(f"{where}.env_manager_cls: cannot import {path!r} ({reason}). Give the class path of an "
+                          f"env manager, e.g. roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager, "
+                          f"whose module is on PYTHONPATH.") from None
+    if not callable(getattr(manager_cls, "run_episode", None)):
+        raise ConfigError(f"{where}.env_manager_cls: {path!r} has no run_episode method; subclass "
+                          f"roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager.")
 
 
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:

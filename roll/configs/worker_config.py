@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-TRAIN_STRATEGIES = ("hf_train", "fsdp2_train", "deepspeed_train", "megatron_train")
-INFER_STRATEGIES = ("hf_infer", "vllm", "sglang")
-
 
 @dataclass
 class ModelArgs:
@@ -46,6 +43,11 @@ class TrainingArgs:
         "max_steps": "the top-level max_steps sets the run length",
     }
 
+    @property
+    def mini_batch_size(self) -> int:
+        """Sequences per optimizer step on each rank: per_device_train_batch_size × gradient_accumulation_steps."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
 
 @dataclass
 class GeneratingArgs:
@@ -62,7 +64,7 @@ class GeneratingArgs:
 
 @dataclass
 class StrategyArgs:
-    strategy_name: str = "hf_infer"
+    strategy_name: str = "hf_infer"  # a name in roll/strategies/registry.py (train or infer kind, by role)
     strategy_config: dict[str, Any] | None = None
 
 

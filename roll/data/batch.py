@@ -66,18 +66,6 @@ class Batch:
             info=dict(self.info),
         )
 
-    def update(self, other: "Batch") -> "Batch":
-        """Adds `other`'s fields (same samples, same order) to this batch, in place; returns self."""
-        if len(self) and len(other) and len(self) != len(other):
-            raise ValueError(f"cannot merge a batch of {len(other)} samples into one of {len(self)}")
-        self.tensors.update(other.tensors)
-        self.meta.update(other.meta)
-        self.info.update(other.info)
-        return self
-
-    def split(self, chunk_size: int) -> list["Batch"]:
-        return [self.index(slice(i, i + chunk_size)) for i in range(0, len(self), chunk_size)]
-
     def chunk(self, n: int) -> list["Batch"]:
         """n nearly equal consecutive parts (for data-parallel ranks); the first ones get the extra samples."""
         base, extra = divmod(len(self), n)
@@ -87,9 +75,6 @@ class Batch:
             parts.append(self.index(slice(start, start + size)))
             start += size
         return parts
-
-    def to(self, device: str | torch.device) -> "Batch":
-        return Batch({k: v.to(device) for k, v in self.tensors.items()}, dict(self.meta), dict(self.info))
 
     @staticmethod
     def cat(batches: Sequence["Batch"], pad_values: dict[str, float] | None = None) -> "Batch":

@@ -21,9 +21,9 @@ import torch
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.rendezvous import free_address
+from roll.strategies.registry import strategy_facts
 
 EXECUTORS = ("ray", "local")
-SHARDED_STRATEGIES = ("fsdp2_train", "deepspeed_train")
 
 
 def collective(method: Callable) -> Callable:
@@ -76,7 +76,7 @@ class Cluster:
         self.name, self.worker_cls, self.executor = name, worker_cls, executor
         self.num_workers = num_workers or worker_config.num_workers
         strategy = worker_config.strategy_args.strategy_name
-        if executor == "local" and self.num_workers > 1 and strategy in SHARDED_STRATEGIES:
+        if executor == "local" and self.num_workers > 1 and strategy_facts(strategy).sharded:
             raise ValueError(
                 f"cluster {name!r}: {strategy} with {self.num_workers} ranks needs one process per rank; "
                 "use executor='ray' (the local executor runs workers one after another in this process)"

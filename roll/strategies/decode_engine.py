@@ -1,11 +1,8 @@
 """Continuous-batching decode engine: many sessions, one model, exact token ids and log-probs.
 
-Requests (plain dicts, so they cross Ray cheaply) carry the whole prompt as token ids:
-    {"request_id": str, "session_id": str | None, "input_ids": list[int], "max_new_tokens": int,
-     "do_sample": bool, "temperature": float, "top_p": float, "top_k": int,
-     "stop_strings": list[str] | None, "seed": int | None}
-Results: {"request_id", "output_ids", "logprobs", "finish_reason": "stop" | "length" | "abort",
-          "prefilled_tokens", "cached_tokens", "weight_version"}.
+Requests are `GenerationRequest`s (roll/strategies/generation.py): the whole prompt as token ids,
+an optional session id, and `SamplingParams` checked when they were built. Results are
+`GenerationResult`s.
 
 A session (one episode) keeps its slot of the KV cache between turns: when its next prompt extends
 what the slot holds, only the new tokens are prefilled. Every loop iteration admits waiting requests
@@ -23,10 +20,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 from roll.strategies.hf_cache_forward import HFCacheForward
 from roll.strategies.kv_forward import LeanForward, lean_forward_unsupported_reason
 
@@ -42,7 +40,7 @@ class _Session:
 
 @dataclass
 class _Sequence:
-    request: dict
+    request: GenerationRequest
     session_id: str
     prompt: list[int]
     start: int  # first prompt position not in the cache
@@ -51,17 +49,17 @@ class _Sequence:
     finish_reason: str | None = None
     done: threading.Event = field(default_factory=threading.Event)
     generator: torch.Generator | None = None
+    error: str | None = None  # why the engine aborted it
 
 
-def sample_tokens(logits: torch.Tensor, params: list[dict], generators: list[torch.Generator | None]):
+def sample_tokens(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]):
     """Chooses one token per row and returns (tokens [B], raw log-probs [B]). Rows with equal sampling
     parameters are processed together (the common case is one group for the whole batch)."""
     logp = torch.log_softmax(logits, dim=-1)
     tokens = torch.empty(logits.shape[0], dtype=torch.long)
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(params):
-        greedy = not p.get("do_sample", True) or p.get("temperature", 1.0) <= 0
-        key = ("greedy",) if greedy else (float(p.get("temperature", 1.0)), int(p.get("top_k") or 0), float(p.get("top_p", 1.0)))
+        key = ("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p)
         groups.setdefault(key, []).append(i)
     for key, rows in groups.items():
         idx = torch.tensor(rows)
@@ -116,23 +114,24 @@ class DecodeEngine:
         self._stopping = False
 
     # ---- public API -------------------------------------------------------------------------------
-    def submit(self, requests: list[dict]) -> list[_Sequence]:
+    def submit(self, requests: list[GenerationRequest]) -> list[_Sequence]:
         seqs = []
         for req in requests:
-            ids = [int(t) for t in req["input_ids"]]
-            if not ids:
-                raise ValueError(f"request {req.get('request_id')!r} has an empty prompt")
-            sid = req.get("session_id") or f"__anon_{next(self._anon)}"
+            if not isinstance(req, GenerationRequest):
+                raise TypeError(f"the decode engine takes GenerationRequest objects, got {type(req).__name__}")
+            ids = [int(t) for t in req.input_ids]
+            sid = req.session_id or f"__anon_{next(self._anon)}"
             gen = None
-            if req.get("do_sample", True) and req.get("temperature", 1.0) > 0:
-                gen = torch.Generator().manual_seed(int(req["seed"]) if req.get("seed") is not None else self.seed + len(ids))
+            if not req.sampling.greedy:
+                seed = req.sampling.seed if req.sampling.seed is not None else self.seed + len(ids)
+                gen = torch.Generator().manual_seed(int(seed))
             seqs.append(_Sequence(request=req, session_id=sid, prompt=ids, start=0, generator=gen))
         with self.lock:
             self.waiting.extend(seqs)
             self.lock.notify_all()
         return seqs
 
-    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+    def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
         """Blocks until every request is done. Thread-safe; concurrent callers share decode steps."""
         seqs = self.submit(requests)
         if self._thread is None:
@@ -140,7 +139,7 @@ class DecodeEngine:
                 self.step()
         for s in seqs:
             if not s.done.wait(timeout):
-                raise TimeoutError(f"generation of {s.request.get('request_id')!r} took over {timeout}s")
+                raise TimeoutError(f"generation of {s.request.request_id!r} took over {timeout}s")
         return [self._result(s) for s in seqs]
 
     def release(self, session_ids: list[str]) -> None:
@@ -195,7 +194,7 @@ class DecodeEngine:
             except Exception as exc:  # a failed step must not hang callers: fail what was in flight
                 with self.lock:
                     for s in self.running + self.waiting:
-                        s.request = {**s.request, "error": f"{type(exc).__name__}: {exc}"}
+                        s.error = f"{type(exc).__name__}: {exc}"
                         self._finish(s, "abort")
                     self.running, self.waiting = [], []
 
@@ -255,7 +254,7 @@ class DecodeEngine:
                 keep.append(s)
                 continue
             budget -= new
-            self.cache.ensure(sess.slot + 1, len(s.prompt) + int(s.request.get("max_new_tokens", 128)) + 1)
+            self.cache.ensure(sess.slot + 1, len(s.prompt) + s.request.sampling.max_new_tokens + 1)
             if shared > own and reuse > own:
                 self._copy_prefix(donor_slot, sess.slot, reuse)
             s.start = reuse
@@ -297,17 +296,17 @@ class DecodeEngine:
         return sess
 
     def _append(self, seqs: list[_Sequence], logits: torch.Tensor) -> None:
-        params = [s.request for s in seqs]
+        params = [s.request.sampling for s in seqs]
         tokens, logps = sample_tokens(logits, params, [s.generator for s in seqs])
         for s, tok, lp in zip(seqs, tokens.tolist(), logps.tolist()):
             s.output_ids.append(tok)
             s.logprobs.append(lp)
-            stops = s.request.get("stop_strings")
+            stops = s.request.sampling.stop_strings
             if tok in self.eos:
                 s.finish_reason = "stop"
             elif stops and any(stop in self.decode_text(s.output_ids) for stop in stops):
                 s.finish_reason = "stop"
-            elif len(s.output_ids) >= int(s.request.get("max_new_tokens", 128)):
+            elif len(s.output_ids) >= s.request.sampling.max_new_tokens:
                 s.finish_reason = "length"
 
     def _settle(self, s: _Sequence) -> None:
@@ -329,18 +328,18 @@ class DecodeEngine:
             self.free_slots.append(sess.slot)  # its cache content is unknown now
         s.done.set()
 
-    def _result(self, s: _Sequence) -> dict[str, Any]:
+    def _result(self, s: _Sequence) -> GenerationResult:
         if s.finish_reason == "abort":
-            raise RuntimeError(f"generation of {s.request.get('request_id')!r} was aborted: {s.request.get('error', 'engine stopped')}")
-        return {
-            "request_id": s.request.get("request_id"),
-            "output_ids": s.output_ids,
-            "logprobs": s.logprobs,
-            "finish_reason": s.finish_reason,
-            "prefilled_tokens": len(s.prompt) - s.start,
-            "cached_tokens": s.start,
-            "weight_version": self.weight_version,
-        }
+            raise RuntimeError(f"generation of {s.request.request_id!r} was aborted: {s.error or 'engine stopped'}")
+        return GenerationResult(
+            request_id=s.request.request_id,
+            output_ids=s.output_ids,
+            logprobs=s.logprobs,
+            finish_reason=s.finish_reason,
+            prefilled_tokens=len(s.prompt) - s.start,
+            cached_tokens=s.start,
+            weight_version=self.weight_version,
+        )
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -2,7 +2,7 @@
 
 The strategy owns the model and the tokenizer and hands generation to `DecodeEngine` (continuous
 batching, per-episode KV cache kept between turns). It is a small adapter (DESIGN principle 5):
-`generate`, `forward_logprobs`, `load_state_dict`, `state_dict`.
+`generate`, `release`, `load_state_dict`, `state_dict`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from roll.strategies.decode_engine import DecodeEngine
+from roll.strategies.generation import GenerationRequest, GenerationResult
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -32,8 +33,8 @@ def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
 
 
 class HFInferStrategy:
-    """Loads `model_path` and serves `generate(requests)`; see roll/strategies/decode_engine.py for the
-    request and result dicts."""
+    """Loads `model_path` and serves `generate(requests)` (GenerationRequest in, GenerationResult out;
+    roll/strategies/generation.py)."""
 
     def __init__(self, model_path: str | Path, dtype: str = "fp32", attn_implementation: str | None = None,
                  device: str = "cpu", max_batch_size: int = 64, max_prefill_tokens: int = 4096,
@@ -59,19 +60,11 @@ class HFInferStrategy:
             seed=seed,
         ).start()
 
-    def generate(self, requests: list[dict], timeout: float | None = None) -> list[dict]:
+    def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
         return self.engine.generate(requests, timeout=timeout)
 
     def release(self, session_ids: list[str]) -> None:
         self.engine.release(session_ids)
-
-    @torch.inference_mode()
-    def forward_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Token-aligned log-probs `[B, L]` (0 at t = 0) of right-padded sequences, by a plain forward."""
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
-        return torch.nn.functional.pad(logp, (1, 0)) * attention_mask
 
     def load_state_dict(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         """Copies new weights in place (the engine reads the model's own tensors) and drops stale KV."""

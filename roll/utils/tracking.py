@@ -1,7 +1,8 @@
 """Metric trackers: a compact stdout line, a metrics.jsonl file, TensorBoard and wandb.
 
 `Tracker(track_with="stdout,tensorboard", ...)` fans each `log(metrics, step)` out to every backend
-named. metrics.jsonl under logging_dir always gets the full dict, one line per step, so a run (and a
+named; backends are registered by name (`register_tracker`), and validation accepts any registered
+name. metrics.jsonl under logging_dir always gets the full dict, one line per step, so a run (and a
 resumed run) can be read back without TensorBoard.
 """
 
@@ -10,8 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
+
+from roll.utils.registry import Registry
 
 logger = logging.getLogger("roll.metrics")
 
@@ -38,44 +42,108 @@ def headline(metrics: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+@dataclass(frozen=True)
+class TrackerRun:
+    """What a tracker backend is built from: the run's `tracker_kwargs`, where logs go, the run's name,
+    its config (a plain dict) and the first step it will log (> 0 on a resumed run)."""
+
+    tracker_kwargs: dict[str, Any]
+    logging_dir: Path
+    exp_name: str
+    config: dict[str, Any] | None = None
+    start_step: int = 0
+
+
+class TrackerBackend(Protocol):
+    def log(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# `track_with` names: each builds a backend from a TrackerRun (a class whose __init__ takes one works).
+TRACKERS: Registry[Callable[[TrackerRun], TrackerBackend]] = Registry("track_with")
+
+
+def register_tracker(name: str, *, replace: bool = False) -> Callable:
+    """Decorator registering a backend factory (`cls(run: TrackerRun)` with `log(metrics, step)` and `close()`)."""
+    return TRACKERS.register(name, replace=replace)
+
+
+def tracker_names(track_with: str) -> list[str]:
+    """The backend names of a comma-joined `track_with`."""
+    return [name.strip() for name in track_with.split(",") if name.strip()]
+
+
 class Tracker:
+    """Writes metrics.jsonl and fans each `log(metrics, step)` out to the backends `track_with` names."""
+
     def __init__(self, track_with: str, tracker_kwargs: dict[str, Any], logging_dir: str, exp_name: str,
                  config: dict[str, Any] | None = None, start_step: int = 0) -> None:
-        self.backends = [b.strip() for b in track_with.split(",") if b.strip()]
         self.logging_dir = Path(logging_dir)
         self.logging_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = self.logging_dir / "metrics.jsonl"
         _truncate_jsonl(self.jsonl_path, start_step)
-        self.writer = None
-        self.wandb_run = None
-        if "tensorboard" in self.backends:
-            from torch.utils.tensorboard import SummaryWriter
-
-            log_dir = tracker_kwargs.get("log_dir") or str(self.logging_dir / "tensorboard")
-            # purge_step drops events a crashed run wrote after its last checkpoint, so a resumed run's curves stay one line.
-            self.writer = SummaryWriter(log_dir=log_dir, purge_step=start_step or None)
-            self.tensorboard_dir = log_dir
-        if "wandb" in self.backends:
-            self.wandb_run = _init_wandb(tracker_kwargs, exp_name, config, self.logging_dir)
+        run = TrackerRun(dict(tracker_kwargs), self.logging_dir, exp_name, config, start_step)
+        self.backends = [TRACKERS.get(name)(run) for name in tracker_names(track_with)]
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
         with self.jsonl_path.open("a") as f:
             f.write(json.dumps({"step": step, **clean}) + "\n")
-        if "stdout" in self.backends:
-            logger.info("step %d | %s", step, headline(clean))
-        if self.writer is not None:
-            for key, value in clean.items():
-                self.writer.add_scalar(key, value, step)
-            self.writer.flush()
-        if self.wandb_run is not None:
-            self.wandb_run.log(clean, step=step)
+        for backend in self.backends:
+            backend.log(clean, step)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.wandb_run is not None:
-            self.wandb_run.finish()
+        for backend in self.backends:
+            backend.close()
+
+
+@register_tracker("stdout")
+class StdoutTracker:
+    """One compact line per step on the `roll.metrics` logger (see `headline`)."""
+
+    def __init__(self, run: TrackerRun) -> None:
+        pass
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        logger.info("step %d | %s", step, headline(metrics))
+
+    def close(self) -> None:
+        pass
+
+
+@register_tracker("tensorboard")
+class TensorBoardTracker:
+    """Scalars under `tracker_kwargs.log_dir` (default logging_dir/tensorboard)."""
+
+    def __init__(self, run: TrackerRun) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.log_dir = run.tracker_kwargs.get("log_dir") or str(run.logging_dir / "tensorboard")
+        # purge_step drops events a crashed run wrote after its last checkpoint, so a resumed run's curves stay one line.
+        self.writer = SummaryWriter(log_dir=self.log_dir, purge_step=run.start_step or None)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@register_tracker("wandb")
+class WandbTracker:
+    """A wandb run; `tracker_kwargs`: project, name, notes, tags, mode, id, api_key."""
+
+    def __init__(self, run: TrackerRun) -> None:
+        self.run = _init_wandb(run.tracker_kwargs, run.exp_name, run.config, run.logging_dir)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
 
 
 def _truncate_jsonl(path: Path, start_step: int) -> None:

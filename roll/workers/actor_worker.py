@@ -13,7 +13,7 @@ from torch import Tensor
 from roll.algorithms import entropy_for_input_ids, entropy_loss, kl_loss, logprobs_for_input_ids, ppo_policy_loss
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
-from roll.workers.base_worker import LossConfig, TrainWorker
+from roll.workers.base_worker import LossConfig, TrainWorker, is_single_update
 from roll.workers.sft import sft_step
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages")
@@ -43,7 +43,7 @@ class ActorWorker(TrainWorker):
         + ref_logprobs with use_kl_loss). Returns actor/pg_loss, actor/clipfrac, actor/approxkl,
         actor/entropy, actor/kl_loss, actor/grad_norm, actor/lr (means over mini-batches)."""
         cfg = loss_cfg or LossConfig()
-        if "old_logprobs" not in batch.tensors and not self.single_update(batch, cfg):
+        if "old_logprobs" not in batch.tensors and not is_single_update(len(batch), cfg.ppo_epochs, self.mini_batch_size(cfg)):
             raise ValueError("ActorWorker.train_step needs old_logprobs unless it makes a single update "
                              "(ppo_epochs 1 and the whole batch in one mini-batch)")
         needed = TRAIN_KEYS + (("ref_logprobs",) if cfg.use_kl_loss else ())
@@ -51,12 +51,6 @@ class ActorWorker(TrainWorker):
         if missing:
             raise ValueError(f"ActorWorker.train_step needs batch tensors {missing} (it has {sorted(batch.tensors)})")
         return self.run_train_step(batch, cfg)
-
-    def single_update(self, batch: Batch, cfg: LossConfig) -> bool:
-        """True when train_step makes exactly one optimizer step over `batch` on this rank."""
-        targs = self.config.training_args
-        size = cfg.mini_batch_size or targs.per_device_train_batch_size * targs.gradient_accumulation_steps
-        return cfg.ppo_epochs == 1 and len(batch) <= size
 
     def sft_step(self, batch: Batch, learning_rate: float, max_grad_norm: float | None = 1.0) -> dict[str, float]:
         """One supervised step (token-mean NLL of the response tokens) for the SFT warm-up; see roll/workers/sft.py."""

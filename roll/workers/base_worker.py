@@ -6,7 +6,6 @@ Workers only compute (DESIGN.md principle 1): the pipeline decides what to call 
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -14,7 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import Tensor
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, set_seed
 
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
@@ -22,7 +21,7 @@ from roll.data.dynamic_batching import split_dynamic
 from roll.data.micro_batch import MicroBatch, scatter_to_batch, split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed.cluster import collective
-from roll.strategies.train import create_train_strategy
+from roll.strategies import create_train_strategy, strategy_facts
 from roll.utils.checkpoint import rng_state, set_rng_state
 
 
@@ -31,7 +30,7 @@ class LossConfig:
     """The loss and update settings of one train_step (the pipeline fills it from the top-level config)."""
 
     ppo_epochs: int = 1
-    mini_batch_size: int | None = None  # sequences per optimizer step on each rank; None: per_device × grad_accum
+    mini_batch_size: int | None = None  # sequences per optimizer step on each rank; None: training_args.mini_batch_size
     pg_clip_low: float = 0.2
     pg_clip_high: float = 0.2
     dual_clip: float | bool | None = None  # True: c = 1 + 2 · pg_clip_high
@@ -46,10 +45,11 @@ class LossConfig:
     shuffle: bool = True
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def is_single_update(samples_on_rank: int, ppo_epochs: int, mini_batch_size: int) -> bool:
+    """True when a train step makes exactly one optimizer step (one epoch, every sample in one
+    mini-batch). The policy then has not moved before any sample is trained on, so the old log-probs
+    equal the ones the step's own forward pass computes and need no scoring pass of their own."""
+    return ppo_epochs == 1 and samples_on_rank <= mini_batch_size
 
 
 class TrainWorker:
@@ -75,7 +75,7 @@ class TrainWorker:
         if not path:
             raise ValueError(f"{type(self).__name__} needs model_args.model_name_or_path (or model_path)")
         # The same seed on every rank: a freshly initialised head (the critic's) must match across ranks.
-        seed_everything(seed)
+        set_seed(seed)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.strategy = create_train_strategy(
             worker_config.strategy_args.strategy_name or "hf_train",
@@ -90,7 +90,7 @@ class TrainWorker:
             strategy_config=worker_config.strategy_args.strategy_config,
         )
         self.train_steps_done = 0
-        seed_everything(seed + rank)
+        set_seed(seed + rank)
 
     # --- micro-batches ----------------------------------------------------------------------------
     def plan_micro_batches(self, batch: Batch, train: bool) -> list[tuple[MicroBatch, float]]:
@@ -122,6 +122,9 @@ class TrainWorker:
         return lambda n: split_padded(batch, rows)
 
     # --- the PPO update loop ----------------------------------------------------------------------
+    def mini_batch_size(self, cfg: LossConfig) -> int:
+        return cfg.mini_batch_size or self.config.training_args.mini_batch_size
+
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
@@ -133,10 +136,10 @@ class TrainWorker:
 
     def run_train_step(self, batch: Batch, cfg: LossConfig) -> dict[str, float]:
         """ppo_epochs passes over shuffled mini-batches; one optimizer step per mini-batch."""
-        if self.strategy.name == "hf_train" and self.world_size > 1:
-            raise ValueError("hf_train trains in one process; use strategy_name: fsdp2_train for several training workers")
-        targs = self.config.training_args
-        size = cfg.mini_batch_size or targs.per_device_train_batch_size * targs.gradient_accumulation_steps
+        facts = strategy_facts(self.strategy.name)
+        if not facts.multi_rank and self.world_size > 1:
+            raise ValueError(f"{facts.name} trains in one process; for several training workers use strategy_name: {facts.alternative}")
+        size = self.mini_batch_size(cfg)
         if size < 1 or cfg.ppo_epochs < 1:
             raise ValueError(f"mini_batch_size ({size}) and ppo_epochs ({cfg.ppo_epochs}) must be ≥ 1")
         if cfg.norm_length is None:

@@ -1,5 +1,5 @@
 """InferWorker: the actor_infer role. A plain class (the Cluster hosts it as a Ray actor) that wraps
-the `hf_infer` strategy.
+the inference strategy named by `strategy_args.strategy_name` (roll.strategies.create_infer_strategy).
 
 Env managers call `generate` from many threads at once; the engine batches their requests together.
 Host it with Ray option `max_concurrency` >= the number of env managers that talk to it
@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from roll.configs.worker_config import WorkerConfig
-from roll.strategies.hf_infer import HFInferStrategy
+from roll.strategies import create_infer_strategy
 
 
 class InferWorker:
@@ -23,9 +23,6 @@ class InferWorker:
     def __init__(self, worker_config: WorkerConfig, rank: int = 0, world_size: int = 1,
                  model_path: str | Path | None = None, num_threads: int | None = None, seed: int = 0,
                  max_sessions: int = 64, max_batch_size: int = 64) -> None:
-        name = worker_config.strategy_args.strategy_name
-        if name != "hf_infer":
-            raise ValueError(f"InferWorker runs strategy 'hf_infer' on this machine; got {name!r}")
         path = model_path or worker_config.model_args.model_name_or_path
         if not path:
             raise ValueError("InferWorker needs model_args.model_name_or_path (or model_path)")
@@ -34,11 +31,13 @@ class InferWorker:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.rank, self.world_size = rank, world_size
         device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-        self.strategy = HFInferStrategy(
-            path,
+        self.strategy = create_infer_strategy(
+            worker_config.strategy_args.strategy_name,
+            str(path),
             dtype=worker_config.model_args.dtype,
             attn_implementation=worker_config.model_args.attn_implementation,
             device=device,
+            strategy_config=worker_config.strategy_args.strategy_config,
             max_batch_size=max_batch_size,
             max_sessions=max_sessions,
             seed=seed + rank,

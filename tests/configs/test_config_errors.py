@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from roll.configs import ConfigError, load_config
+from roll.configs import ConfigError
 from roll.configs.runtime_checks import check_runnable
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 from tests.conftest import REPO_ROOT
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
@@ -15,7 +16,7 @@ CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 
 def load_error(*overrides: str) -> str:
     with pytest.raises(ConfigError) as info:
-        load_config(*CPU, overrides=list(overrides))
+        load_agentic_config(*CPU, overrides=list(overrides))
     return str(info.value)
 
 
@@ -53,7 +54,7 @@ def test_partition_that_does_not_sum():
 
 
 def test_partition_split_evenly_when_absent():
-    config = load_config(*CPU, overrides=["train_env_manager.num_env_groups=5",
+    config = load_agentic_config(*CPU, overrides=["train_env_manager.num_env_groups=5",
                                           "train_env_manager.tags=[FrozenLakeCPU,FrozenLakeCPU2]",
                                           "+custom_envs.FrozenLakeCPU2=${custom_envs.FrozenLakeCPU}",
                                           "rollout_batch_size=40"])
@@ -76,7 +77,7 @@ def test_wrong_type_names_the_key():
 
 
 def test_pretrain_path_that_does_not_exist_fails_the_machine_check():
-    config = load_config(*CPU, overrides=["pretrain=/nonexistent/model"])
+    config = load_agentic_config(*CPU, overrides=["pretrain=/nonexistent/model"])
     with pytest.raises(ConfigError) as info:
         check_runnable(config)
     assert "/nonexistent/model" in str(info.value) and "does not exist" in str(info.value)
@@ -87,7 +88,7 @@ def test_guide_config_on_a_machine_without_gpu_explains_vllm_and_points_to_cpu_e
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    config = load_config("examples/qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake")
+    config = load_agentic_config("examples/qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake")
     with pytest.raises(ConfigError) as info:
         check_runnable(config)
     message = str(info.value)

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from roll.configs import load_config
+from roll.pipeline.agentic.agentic_config import load_agentic_config
 from tests.conftest import REPO_ROOT, SHARED_DIR
 
 GUIDE = ("examples/qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake")
@@ -14,7 +14,7 @@ needs_roll_configs = pytest.mark.skipif(not ROLL_DIR.is_dir(), reason=f"ROLL's c
 
 
 def test_guide_config_loads_as_the_guide_describes():
-    config = load_config(*GUIDE)
+    config = load_agentic_config(*GUIDE)
     assert config.pretrain == "Qwen/Qwen2.5-0.5B-Instruct"
     assert config.actor_infer.strategy_args.strategy_name == "vllm"
     assert config.actor_train.device_mapping == list(range(8))
@@ -26,12 +26,12 @@ def test_guide_config_loads_as_the_guide_describes():
 
 
 def test_config_path_may_be_relative_to_examples():
-    config = load_config("qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake.yaml")
+    config = load_agentic_config("qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake.yaml")
     assert config.exp_name == "agentic_pipeline"
 
 
 def test_cpu_config_loads_with_cpu_strategies():
-    config = load_config(*CPU)
+    config = load_agentic_config(*CPU)
     assert config.actor_train.strategy_args.strategy_name == "hf_train"
     assert config.actor_infer.strategy_args.strategy_name == "hf_infer"
     assert config.rollout_batch_size % config.train_env_manager.group_size == 0
@@ -42,7 +42,7 @@ def test_cpu_config_loads_with_cpu_strategies():
 
 
 def test_overrides_change_the_fields_they_name():
-    config = load_config(*CPU, overrides=["seed=123", "actor_train.training_args.learning_rate=1e-5",
+    config = load_agentic_config(*CPU, overrides=["seed=123", "actor_train.training_args.learning_rate=1e-5",
                                           "train_env_manager.group_size=4", "exp_name=my_new_experiment"])
     assert config.seed == 123
     assert config.actor_train.training_args.learning_rate == pytest.approx(1e-5)
@@ -52,7 +52,7 @@ def test_overrides_change_the_fields_they_name():
 
 
 def test_override_of_a_key_the_yaml_leaves_out_still_applies():
-    config = load_config(*CPU, overrides=["critic_warmup=3", "actor_train.training_args.adam_beta2=0.95"])
+    config = load_agentic_config(*CPU, overrides=["critic_warmup=3", "actor_train.training_args.adam_beta2=0.95"])
     assert config.critic_warmup == 3
     assert config.actor_train.training_args.adam_beta2 == pytest.approx(0.95)
 
@@ -60,7 +60,7 @@ def test_override_of_a_key_the_yaml_leaves_out_still_applies():
 @needs_roll_configs
 def test_roll_example_loads_with_warnings_only_for_keys_without_effect(caplog):
     with caplog.at_level(logging.WARNING, logger="roll.config"):
-        config = load_config(ROLL_DIR, "agent_val_frozen_lake")
+        config = load_agentic_config(ROLL_DIR, "agent_val_frozen_lake")
     assert config.actor_train.strategy_args.strategy_name == "megatron_train"
     assert config.custom_envs["SimpleSokoban"].env_config["dim_room"] == [6, 6]
     # max_tokens_per_step is overridden to 64 at the top level and reaches the env through interpolation
@@ -77,7 +77,7 @@ def test_roll_example_loads_with_warnings_only_for_keys_without_effect(caplog):
 def test_roll_env_manager_class_path_resolves_to_ours():
     import importlib
 
-    config = load_config(ROLL_DIR, "agent_val_frozen_lake")
+    config = load_agentic_config(ROLL_DIR, "agent_val_frozen_lake")
     path = config.custom_envs["FrozenLake"].env_manager_cls
     module, _, name = path.rpartition(".")
     cls = getattr(importlib.import_module(module), name)

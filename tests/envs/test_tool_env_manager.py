@@ -11,12 +11,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from roll.agentic.env.tool_use.tools import TOOL_SCHEMAS
+from roll.pipeline.agentic.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.env_manager.tool_env_manager import ToolEnvManager, template_renders_tools
 from roll.pipeline.agentic.llm_proxy import PolicyProxy
-from roll.agentic.env.tool_use.tools import TOOL_SCHEMAS
+from roll.strategies.generation import GenerationRequest, GenerationResult
 from roll.workers.infer_worker import InferWorker
 
-from tests.rollout.helpers import greedy, infer_config
+from tests.rollout.helpers import greedy, infer_config, manager_config
 
 MANAGER = "roll.pipeline.agentic.env_manager.tool_env_manager.ToolEnvManager"
 # a Qwen2.5-style template: tools listed in the system turn, tool results as <tool_response> user turns
@@ -37,17 +39,17 @@ class ScriptedTurnsProxy:
     def __init__(self, proxy: PolicyProxy, model, tokenizer, script: dict[int, str]) -> None:
         self.proxy, self.model, self.tokenizer, self.script = proxy, model, tokenizer, script
 
-    def generate(self, request: dict) -> dict:
-        turn = int(request["request_id"].rsplit("-t", 1)[1])
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        turn = int(request.request_id.rsplit("-t", 1)[1])
         if turn not in self.script:
             return self.proxy.generate(request)
         out = self.tokenizer.encode(self.script[turn], add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        ids = list(request["input_ids"]) + out
+        ids = list(request.input_ids) + out
         with torch.no_grad():
             logp = torch.log_softmax(self.model(torch.tensor([ids])).logits[0].float(), -1)
-        start = len(request["input_ids"])
+        start = len(request.input_ids)
         logprobs = [float(logp[start + i - 1, token]) for i, token in enumerate(out)]
-        return {"output_ids": out, "logprobs": logprobs, "finish_reason": "stop"}
+        return GenerationResult(request_id=request.request_id, output_ids=out, logprobs=logprobs, finish_reason="stop")
 
     def release(self, session_id: str) -> None:
         self.proxy.release(session_id)
@@ -70,27 +72,27 @@ def segments(mask: list[int], value: int) -> list[tuple[int, int]]:
     return spans
 
 
-def run(tokenizer, model_dir, spec: dict, script: dict[int, str], seed: int = 7):
+def run(tokenizer, model_dir, spec: CustomEnvConfig, script: dict[int, str], seed: int = 7):
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     worker = InferWorker(infer_config(model_dir))
     try:
         proxy = ScriptedTurnsProxy(PolicyProxy([worker]), model, tokenizer, script)
-        manager = ToolEnvManager("Tools", spec, tokenizer, proxy, sequence_length=4096, generating_args=greedy(12))
-        traj = manager.run_episode(seed=seed)
+        manager = ToolEnvManager("Tools", spec, manager_config(greedy(12)), tokenizer, proxy, sequence_length=4096)
+        (traj,) = manager.run_episode(seed=seed)
     finally:
         worker.shutdown()
     return model, traj
 
 
 def assert_exact(model, tokenizer, traj, tool_outputs: list[str], tools=None) -> None:
-    ids, mask = traj["input_ids"], traj["response_mask"]
-    fresh, recorded = fresh_logprobs(model, ids), torch.tensor(traj["infer_logprobs"])
+    ids, mask = traj.input_ids, traj.response_mask
+    fresh, recorded = fresh_logprobs(model, ids), torch.tensor(traj.infer_logprobs)
     response = torch.tensor(mask, dtype=torch.bool)
     assert torch.allclose(fresh[response], recorded[response], atol=1e-4), (fresh[response] - recorded[response]).abs().max()
     assert (recorded[~response] == 0).all()
     decode = lambda part: tokenizer.decode(part, skip_special_tokens=False, clean_up_tokenization_spaces=False)  # noqa: E731
     # the ids are the template's rendering of the conversation, up to the closing of the last turn
-    assert tokenizer.apply_chat_template(traj["messages"], tools=tools, tokenize=False).startswith(decode(ids))
+    assert tokenizer.apply_chat_template(traj.messages, tools=tools, tokenize=False).startswith(decode(ids))
     # every tool output sits in a prompt (mask 0) segment, never in a generated one
     prompt_text = [decode(ids[a:b]) for a, b in segments(mask, 0)]
     generated_text = [decode(ids[a:b]) for a, b in segments(mask, 1)]
@@ -101,22 +103,22 @@ def assert_exact(model, tokenizer, traj, tool_outputs: list[str], tools=None) ->
 
 def test_tagged_tool_calls_are_tool_messages_and_the_episode_is_token_exact(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    spec = {
-        "env_type": "tool_use", "env_manager_cls": MANAGER, "max_steps": 5, "max_tokens_per_step": 12,
-        "env_config": {"task": "multiplication", "num_digits": 12, "max_steps": 5, "format_penalty": -0.01},
-        "tool_wrapper": {"wrapper_args": {"tool_reward": 0.0, "tool_success_reward": 0.05, "max_tool_uses": 2},
-                         "tool_configs": [{"tool_id": "python_code", "tool_args": {"timeout": 5}}]},
-    }
+    spec = CustomEnvConfig(
+        env_type="tool_use", env_manager_cls=MANAGER, max_steps=5, max_tokens_per_step=12,
+        env_config={"task": "multiplication", "num_digits": 12, "max_steps": 5, "format_penalty": -0.01},
+        tool_wrapper={"wrapper_args": {"tool_reward": 0.0, "tool_success_reward": 0.05, "max_tool_uses": 2},
+                      "tool_configs": [{"tool_id": "python_code", "tool_args": {"timeout": 5}}]},
+    )
     script = {1: "<python>print(987654321 * 123456789)</python>", 2: "<python>print(2 ** 70)</python>"}
     model, traj = run(tokenizer, tiny_model_dir, spec, script)
-    roles = [m["role"] for m in traj["messages"]]
+    roles = [m["role"] for m in traj.messages]
     # turn 0 and turns 3-4 are the random model's text (format penalty), turns 1-2 run the tool
     assert roles == ["system", "user", "assistant", "user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant"]
-    tool_messages = [m["content"] for m in traj["messages"] if m["role"] == "tool"]
+    tool_messages = [m["content"] for m in traj.messages if m["role"] == "tool"]
     assert tool_messages == [str(987654321 * 123456789), str(2**70)]
-    assert traj["step_rewards"] == [-0.01, 0.05, 0.05, -0.01, -0.01]
-    assert traj["env_metrics"]["tool_calls"] == 2 and traj["env_metrics"]["used_tool"] == 1
-    assert traj["env_metrics"]["success"] == 0
+    assert traj.step_rewards == [-0.01, 0.05, 0.05, -0.01, -0.01]
+    assert traj.env_metrics["tool_calls"] == 2 and traj.env_metrics["used_tool"] == 1
+    assert traj.env_metrics["success"] == 0
     assert_exact(model, tokenizer, traj, tool_messages)
 
 
@@ -125,14 +127,14 @@ def test_native_json_calls_with_a_template_that_renders_tools(tiny_model_dir):
     assert not template_renders_tools(tokenizer, TOOL_SCHEMAS)  # plain ChatML: the env's instruction explains the tool
     tokenizer.chat_template = TOOLS_TEMPLATE
     assert template_renders_tools(tokenizer, TOOL_SCHEMAS)
-    spec = {
-        "env_type": "tool_use", "env_manager_cls": MANAGER, "max_steps": 3, "max_tokens_per_step": 12,
-        "env_config": {"task": "multiplication", "tool_call_format": "json", "max_steps": 3, "format_penalty": -0.01},
-    }
+    spec = CustomEnvConfig(
+        env_type="tool_use", env_manager_cls=MANAGER, max_steps=3, max_tokens_per_step=12,
+        env_config={"task": "multiplication", "tool_call_format": "json", "max_steps": 3, "format_penalty": -0.01},
+    )
     call = '<tool_call>{"name": "python", "arguments": {"code": "print(31 ** 20)"}}</tool_call>'
     model, traj = run(tokenizer, tiny_model_dir, spec, {0: call})
-    assert [m["role"] for m in traj["messages"]][:5] == ["system", "user", "assistant", "tool", "assistant"]
-    text = tokenizer.decode(traj["input_ids"], skip_special_tokens=False)
+    assert [m["role"] for m in traj.messages][:5] == ["system", "user", "assistant", "tool", "assistant"]
+    text = tokenizer.decode(traj.input_ids, skip_special_tokens=False)
     assert '"name": "python"' in text.split("<|im_end|>")[0]  # the schema is in the system turn
     assert f"<tool_response>\n{31**20}\n</tool_response>" in text
     assert_exact(model, tokenizer, traj, [str(31**20)], tools=TOOL_SCHEMAS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -10,7 +12,9 @@ from roll.pipeline.agentic.llm_proxy import OpenAIProxy, PolicyProxy, RandomProx
 from roll.pipeline.agentic.llm_proxy.openai_server import serve_openai
 from roll.strategies.hf_infer import HFInferStrategy
 
-from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy
+from roll.strategies.generation import GenerationRequest, SamplingParams
+
+from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, manager_config
 
 
 @pytest.mark.parametrize("template,expect_finish", [
@@ -21,15 +25,16 @@ def test_empty_or_cut_off_output_gets_the_format_penalty_and_the_episode_continu
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     answers = [""] if expect_finish == "stop" else ["Left"]
     proxy = RandomProxy(tokenizer, answers=answers, template=template)
-    spec = {**FROZEN_LAKE_SPEC, "max_tokens_per_step": 6}
-    traj = TrajEnvManager("FrozenLake", spec, tokenizer, proxy, sequence_length=4096, format_penalty=-0.5).run_episode(seed=1)
-    assert traj["step_rewards"] == [-0.5] * 5  # the env manager's format_penalty overrides the env's
-    assert traj["env_metrics"]["action_is_valid"] == 0.0
-    assert traj["stop_reason"] == "truncated" and traj["env_metrics"]["num_actions"] == 5
+    spec = dataclasses.replace(FROZEN_LAKE_SPEC, max_tokens_per_step=6)
+    (traj,) = TrajEnvManager("FrozenLake", spec, manager_config(format_penalty=-0.5), tokenizer, proxy,
+                             sequence_length=4096).run_episode(seed=1)
+    assert traj.step_rewards == [-0.5] * 5  # the env manager's format_penalty overrides the env's
+    assert traj.env_metrics["action_is_valid"] == 0.0
+    assert traj.stop_reason == "truncated" and traj.env_metrics["num_actions"] == 5
     if expect_finish == "stop":
-        assert traj["actions"] == [""] * 5
+        assert traj.actions == [""] * 5
     else:
-        assert all("</answer>" not in a for a in traj["actions"])
+        assert all("</answer>" not in a for a in traj.actions)
 
 
 def test_openai_proxy_against_a_local_server_gives_the_policy_tokens(tiny_model_dir):
@@ -38,17 +43,19 @@ def test_openai_proxy_against_a_local_server_gives_the_policy_tokens(tiny_model_
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     tokenizer = strategy.tokenizer
     try:
-        via_http = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, OpenAIProxy(tokenizer, url),
-                                  sequence_length=4096, generating_args=greedy(10)).run_episode(seed=2)
-        direct = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([strategy]),
-                                sequence_length=4096, generating_args=greedy(10)).run_episode(seed=2)
-        chat = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, OpenAIProxy(tokenizer, url, mode="chat"),
-                              sequence_length=4096, generating_args=greedy(10)).run_episode(seed=2)
+        greedy_manager = manager_config(greedy(10))
+        (via_http,) = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, greedy_manager, tokenizer, OpenAIProxy(tokenizer, url),
+                                     sequence_length=4096).run_episode(seed=2)
+        (direct,) = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, greedy_manager, tokenizer, PolicyProxy([strategy]),
+                                   sequence_length=4096).run_episode(seed=2)
+        (chat,) = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, greedy_manager, tokenizer,
+                                 OpenAIProxy(tokenizer, url, mode="chat"), sequence_length=4096).run_episode(seed=2)
         with pytest.raises(ConnectionError, match="cannot reach"):
-            OpenAIProxy(tokenizer, "http://127.0.0.1:1/v1", timeout_s=5).generate({"input_ids": [1, 2], "max_new_tokens": 2})
+            request = GenerationRequest([1, 2], SamplingParams.from_generating_args(greedy(2)))
+            OpenAIProxy(tokenizer, "http://127.0.0.1:1/v1", timeout_s=5).generate(request)
     finally:
         server.shutdown()
         strategy.shutdown()
-    assert via_http["input_ids"] == direct["input_ids"]
-    assert via_http["infer_logprobs"] == pytest.approx(direct["infer_logprobs"], abs=1e-6)
-    assert chat["env_metrics"]["num_actions"] == 5 and len(chat["messages"]) == 11
+    assert via_http.input_ids == direct.input_ids
+    assert via_http.infer_logprobs == pytest.approx(direct.infer_logprobs, abs=1e-6)
+    assert chat.env_metrics["num_actions"] == 5 and len(chat.messages) == 11

@@ -60,9 +60,9 @@ def test_64_frozen_lake_episodes_through_ray_in_whole_groups(ray_session, tiny_m
     ("tests.rollout.faulty_envs.HangingFrozenLake", "env_timeout"),
 ])
 def test_an_env_that_raises_or_hangs_fails_only_its_episode(ray_session, tiny_model_dir, env_type, kind, caplog):
-    cfg = EnvManagerConfig(num_env_groups=4, group_size=2, tags=["Faulty"], max_env_num_per_worker=8)
+    cfg = EnvManagerConfig(num_env_groups=4, group_size=2, tags=["Faulty"], max_env_num_per_worker=8, env_timeout_s=1.0)
     scheduler = RolloutScheduler(cfg, {"Faulty": frozen_lake(env_type, max_steps=2)}, sequence_length=700, seed=0,
-                                 tokenizer_path=str(tiny_model_dir), proxy={"type": "random"}, env_timeout_s=1.0)
+                                 tokenizer_path=str(tiny_model_dir), proxy={"type": "random"})
     try:
         with caplog.at_level("WARNING"):
             batch = scheduler.get_batch(8, step=0)

@@ -11,7 +11,7 @@ from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import PolicyProxy
 from roll.workers.infer_worker import InferWorker
 
-from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, infer_config
+from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, infer_config, manager_config
 
 
 @pytest.mark.parametrize("model_fixture", ["tiny_model_dir", "tiny_llama_dir"])
@@ -20,37 +20,37 @@ def test_five_turn_episode_ids_and_logprobs_are_exact(model_fixture, request):
     worker = InferWorker(infer_config(model_dir))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     try:
-        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
-                                 sequence_length=4096, generating_args=greedy(12))
-        traj = manager.run_episode(seed=3)
+        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, manager_config(greedy(12)), tokenizer,
+                                 PolicyProxy([worker]), sequence_length=4096)
+        (traj,) = manager.run_episode(seed=3)
         # a second episode on the same manager reuses nothing stale and is also exact
-        traj2 = manager.run_episode(seed=4, episode_key="1")
+        (traj2,) = manager.run_episode(seed=4, episode_key="1")
     finally:
         worker.shutdown()
     # the random tiny model never produces a valid answer: each turn is penalised, the episode runs on
-    assert traj["env_metrics"]["num_actions"] == 5
-    assert traj["step_rewards"] == [-0.01] * 5
+    assert traj.env_metrics["num_actions"] == 5
+    assert traj.step_rewards == [-0.01] * 5
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     for t in (traj, traj2):
-        ids = torch.tensor([t["input_ids"]])
-        mask = torch.tensor(t["response_mask"], dtype=torch.bool)
+        ids = torch.tensor([t.input_ids])
+        mask = torch.tensor(t.response_mask, dtype=torch.bool)
         with torch.no_grad():
             logp = torch.log_softmax(model(ids).logits[0].float(), -1)
         fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
-        recorded = torch.tensor(t["infer_logprobs"])
+        recorded = torch.tensor(t.infer_logprobs)
         assert mask.sum() >= 5  # five responses of at least one token each
         assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
         assert (recorded[~mask] == 0).all()
 
         # decoding the ids gives exactly the conversation (template text) the env and model saw
-        text = tokenizer.decode(t["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        rendered = tokenizer.apply_chat_template(t["messages"], tokenize=False)
+        text = tokenizer.decode(t.input_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        rendered = tokenizer.apply_chat_template(t.messages, tokenize=False)
         # all that is owed is the template's closing of the last turn (minus the eos, when it was generated)
         closing = tokenizer.apply_chat_template([{"role": "assistant", "content": "@@"}], tokenize=False).split("@@", 1)[1]
         assert rendered.startswith(text)
         assert rendered[len(text):] in {closing, closing.removeprefix(tokenizer.eos_token)}
-        assert [m["content"] for m in t["messages"] if m["role"] == "assistant"] == t["actions"]
+        assert [m["content"] for m in t.messages if m["role"] == "assistant"] == t.actions
         # every response segment is generated text that ends at eos or at the per-turn cap
         segments = torch.nonzero(torch.diff(torch.cat([torch.tensor([0]), mask.int(), torch.tensor([0])]))).view(-1, 2)
         assert len(segments) == 5
@@ -63,19 +63,19 @@ def test_a_template_that_trims_content_still_gives_exact_tokens(tiny_llama_dir):
     tokenizer.chat_template = tokenizer.chat_template.replace("message['content']", "(message['content'] | trim)")
     worker = InferWorker(infer_config(tiny_llama_dir))
     try:
-        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, tokenizer, PolicyProxy([worker]),
-                                 sequence_length=4096, generating_args=greedy(12))
-        traj = manager.run_episode(seed=5)
+        manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, manager_config(greedy(12)), tokenizer,
+                                 PolicyProxy([worker]), sequence_length=4096)
+        (traj,) = manager.run_episode(seed=5)
     finally:
         worker.shutdown()
-    assert traj["env_metrics"]["num_actions"] == 5
+    assert traj.env_metrics["num_actions"] == 5
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).eval()
-    ids = torch.tensor([traj["input_ids"]])
-    mask = torch.tensor(traj["response_mask"], dtype=torch.bool)
+    ids = torch.tensor([traj.input_ids])
+    mask = torch.tensor(traj.response_mask, dtype=torch.bool)
     with torch.no_grad():
         logp = torch.log_softmax(model(ids).logits[0].float(), -1)
     fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
-    assert torch.allclose(fresh[mask], torch.tensor(traj["infer_logprobs"])[mask], atol=1e-4)
-    text = tokenizer.decode(traj["input_ids"], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    rendered = tokenizer.apply_chat_template(traj["messages"], tokenize=False)
+    assert torch.allclose(fresh[mask], torch.tensor(traj.infer_logprobs)[mask], atol=1e-4)
+    text = tokenizer.decode(traj.input_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rendered = tokenizer.apply_chat_template(traj.messages, tokenize=False)
     assert "".join(rendered.split()).startswith("".join(text.split()))  # equal up to the trimmed whitespace

@@ -70,3 +70,33 @@ def test_unknown_wandb_without_package_explains(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(RuntimeError, match="pip install 'roll\\[wandb\\]'"):
         Tracker("wandb", {}, str(tmp_path), "exp")
+
+
+def test_a_registered_tracker_receives_the_metrics_and_validates(tmp_path, monkeypatch):
+    from roll.configs import ConfigError
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.utils.tracking import TRACKERS, register_tracker
+
+    monkeypatch.setattr(TRACKERS, "_entries", dict(TRACKERS._entries))
+    received = []
+
+    @register_tracker("list_test")
+    class ListTracker:
+        def __init__(self, run):
+            self.prefix = run.tracker_kwargs["prefix"]
+
+        def log(self, metrics, step):
+            received.append((step, {self.prefix + k: v for k, v in metrics.items()}))
+
+        def close(self):
+            received.append("closed")
+
+    tracker = Tracker("stdout, list_test", {"prefix": "p/"}, str(tmp_path), "exp")
+    tracker.log({"a": 1.0, "nan": float("nan")}, 3)
+    tracker.close()
+    assert received == [(3, {"p/a": 1.0}), "closed"]  # the same cleaned metrics as metrics.jsonl
+
+    cpu = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+    assert load_agentic_config(*cpu, overrides=["track_with='stdout,list_test'"]).track_with == "stdout,list_test"
+    with pytest.raises(ConfigError, match=r"unknown tracker 'list_tset'.*'list_test'.*Did you mean 'list_test'"):
+        load_agentic_config(*cpu, overrides=["track_with=list_tset"])

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from roll.configs.worker_config import TrainingArgs
 from roll.distributed import Cluster
-from roll.utils.checkpoint import checkpoint_dir, latest_checkpoint
+from roll.pipeline.agentic.checkpoints import latest_checkpoint
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
@@ -44,13 +44,13 @@ def test_resume_is_bit_identical(tiny_model_dir, tmp_path, worker_cls):
     first = make()
     for b in batches[:2]:
         first.execute_rank0("train_step", b, cfg)
-    first.execute_all("save_checkpoint", checkpoint_dir(tmp_path, 2) / "actor_train")
+    first.execute_all("save_checkpoint", tmp_path / "checkpoint-2" / "actor_train")
     first.shutdown()
     # Global RNG drawn after the save (e.g. by other code in the process) must not leak into the resumed run.
     torch.rand(1000)
 
     resumed = make()
-    resumed.execute_all("load_checkpoint", latest_checkpoint(tmp_path) / "actor_train")
+    resumed.execute_all("load_checkpoint", tmp_path / "checkpoint-2" / "actor_train")
     resumed.execute_rank0("train_step", batches[2], cfg)
     got = resumed.execute_rank0("get_state_dict")
     resumed.shutdown()

@@ -33,3 +33,14 @@ def test_several_updates_still_require_old_logprobs(tiny_model_dir):
     del batch.tensors["old_logprobs"]
     with pytest.raises(ValueError, match="needs old_logprobs unless it makes a single update"):
         worker.train_step(batch, LossConfig(ppo_epochs=2, mini_batch_size=len(batch)))
+
+
+def test_single_update_rule_and_mini_batch_size():
+    from roll.configs.worker_config import TrainingArgs
+    from roll.workers.base_worker import is_single_update
+
+    mini = TrainingArgs(per_device_train_batch_size=2, gradient_accumulation_steps=4).mini_batch_size
+    assert mini == 8
+    assert is_single_update(8, ppo_epochs=1, mini_batch_size=mini)
+    assert not is_single_update(9, ppo_epochs=1, mini_batch_size=mini)  # two mini-batches: the policy moves in between
+    assert not is_single_update(4, ppo_epochs=2, mini_batch_size=mini)  # the second epoch sees a moved policy

@@ -10,7 +10,7 @@ import torch
 
 from roll.configs.worker_config import ModelArgs
 from roll.distributed import Cluster
-from roll.strategies.train import check_strategy_available
+from roll.strategies import check_strategy_available
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from tests.workers.helpers import actor_config, make_batch, max_abs_diff
@@ -22,7 +22,7 @@ def test_strategy_availability_messages():
     with pytest.raises(ValueError, match="fsdp2_train"):
         check_strategy_available("megatron_train")
     with pytest.raises(ValueError, match="unknown training strategy"):
-        check_strategy_available("fsdp_train")
+        check_strategy_available("fsdp_train", "train")
     if importlib.util.find_spec("deepspeed") is None:
         with pytest.raises(ValueError, match="DeepSpeed.*fsdp2_train"):
             check_strategy_available("deepspeed_train")

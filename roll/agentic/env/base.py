@@ -8,9 +8,12 @@ answers are legal, and what a legal answer does.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import numbers
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -119,6 +122,36 @@ class BaseEnvConfig:
         if self.render_mode != "text":
             raise config_error("render_mode", f"only 'text' is supported, got {self.render_mode!r}")
 
+    @classmethod
+    def from_values(cls, env_config: Mapping[str, Any], env_type: str) -> "BaseEnvConfig":
+        """This config from YAML-like values (``custom_envs.<Tag>.env_config``); a key that is not a
+        field is an error that names it, the env type and the closest valid key."""
+        valid = [f.name for f in dataclasses.fields(cls) if f.init]
+        values = _plain(env_config or {})
+        if not isinstance(values, dict):
+            raise TypeError(f"env_config for env_type {env_type!r} must be a mapping, got {type(env_config).__name__}")
+        for key in values:
+            if key not in valid:
+                close = difflib.get_close_matches(str(key), valid, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ValueError(
+                    f"unknown env_config key {key!r} for env_type {env_type!r}.{hint} "
+                    f"Valid keys ({cls.__name__}): {', '.join(sorted(valid))}"
+                )
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise ValueError(f"env_type {env_type!r}: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """OmegaConf containers (and tuples) -> plain dicts/lists, so configs hold ordinary values."""
+    if isinstance(value, Mapping) or (hasattr(value, "items") and hasattr(value, "keys")):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        return [_plain(item) for item in value]
+    return value
+
 
 @dataclass
 class StepOutcome:
@@ -142,10 +175,9 @@ class BaseEnv(ABC):
     extra_metrics_agg_mode: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: Optional[BaseEnvConfig] = None, **config_kwargs: Any) -> None:
+        """Takes its config object, or the config's fields as keywords (checked like YAML values)."""
         if config is None:
-            from roll.agentic.env.registry import build_config  # late: registry imports this module
-
-            config = build_config(self.config_cls, config_kwargs, env_type=type(self).__name__)
+            config = self.config_cls.from_values(config_kwargs, env_type=type(self).__name__)
         elif config_kwargs:
             raise TypeError(f"{type(self).__name__}: pass either a config object or keyword fields, not both")
         if not isinstance(config, self.config_cls):

@@ -1,11 +1,17 @@
-"""``env_type`` name -> (env class, config dataclass), and config building with clear errors."""
+"""``env_type`` -> (env class, config dataclass), and config building with clear errors.
+
+An ``env_type`` is a name registered with ``register_env`` or the class path of a BaseEnv subclass
+(``my_pkg.envs.MyEnv``) in a module on PYTHONPATH. A class path needs no registration, so it works
+the same in the driver and in every Ray env worker (each worker imports the module itself).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping
 from typing import Any, Callable, Optional, TypeVar, Union
+
+from hydra.utils import get_class
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig
 
@@ -24,11 +30,7 @@ def register_env(
         return lambda cls: register_env(env_type, cls, overwrite=overwrite)
     if not isinstance(env_type, str) or not env_type:
         raise ValueError(f"env_type must be a non-empty string, got {env_type!r}")
-    if not (isinstance(env_cls, type) and issubclass(env_cls, BaseEnv)):
-        raise TypeError(f"register_env({env_type!r}, ...) needs a BaseEnv subclass, got {env_cls!r}")
-    config_cls = env_cls.config_cls
-    if not (dataclasses.is_dataclass(config_cls) and issubclass(config_cls, BaseEnvConfig)):
-        raise TypeError(f"{env_cls.__name__}.config_cls must be a BaseEnvConfig dataclass, got {config_cls!r}")
+    _check_env_class(env_cls, f"register_env({env_type!r}, ...)")
     existing = _REGISTRY.get(env_type)
     if existing is not None and existing is not env_cls and not overwrite:
         raise ValueError(
@@ -43,15 +45,33 @@ def list_env_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _check_env_class(env_cls: Any, what: str) -> None:
+    if not (isinstance(env_cls, type) and issubclass(env_cls, BaseEnv)):
+        raise TypeError(f"{what} needs a BaseEnv subclass, got {env_cls!r}")
+    config_cls = env_cls.config_cls
+    if not (dataclasses.is_dataclass(config_cls) and issubclass(config_cls, BaseEnvConfig)):
+        raise TypeError(f"{env_cls.__name__}.config_cls must be a BaseEnvConfig dataclass, got {config_cls!r}")
+
+
 def get_env_cls(env_type: str) -> type[BaseEnv]:
-    try:
+    """The env class of a registered name, or of a class path (imported here)."""
+    if isinstance(env_type, str) and env_type in _REGISTRY:
         return _REGISTRY[env_type]
-    except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(env_type), list(_REGISTRY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"unknown env_type {env_type!r}{hint} Registered env types: {', '.join(list_env_types())}"
-        ) from None
+    if isinstance(env_type, str) and "." in env_type:
+        try:
+            env_cls = get_class(env_type)
+        except (ImportError, ValueError) as exc:
+            lines = str(exc).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
+            raise ValueError(f"env_type {env_type!r} is not a registered name and its class path does not import: "
+                             f"{' '.join(lines[1:] or lines)} Is its module on PYTHONPATH?") from None
+        _check_env_class(env_cls, f"env_type {env_type!r}")
+        return env_cls
+    close = difflib.get_close_matches(str(env_type), list(_REGISTRY), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"unknown env_type {env_type!r}{hint} Registered env types: {', '.join(list_env_types())}; "
+        "or give the class path of a BaseEnv subclass (my_pkg.envs.MyEnv)"
+    )
 
 
 def get_env_config_cls(env_type: str) -> type[BaseEnvConfig]:
@@ -59,42 +79,12 @@ def get_env_config_cls(env_type: str) -> type[BaseEnvConfig]:
     return get_env_cls(env_type).config_cls
 
 
-def _plain(value: Any) -> Any:
-    """OmegaConf containers (and tuples) -> plain dicts/lists, so configs hold ordinary values."""
-    if isinstance(value, Mapping) or (hasattr(value, "items") and hasattr(value, "keys")):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
-        return [_plain(item) for item in value]
-    return value
-
-
-def build_config(config_cls: type[BaseEnvConfig], env_config: Mapping[str, Any], env_type: str) -> BaseEnvConfig:
-    """Instantiate ``config_cls`` from YAML-like values; a key that is not a field is an error that
-    names it, the env type and the closest valid key."""
-    valid = [f.name for f in dataclasses.fields(config_cls) if f.init]
-    values = _plain(env_config or {})
-    if not isinstance(values, dict):
-        raise TypeError(f"env_config for env_type {env_type!r} must be a mapping, got {type(env_config).__name__}")
-    for key in values:
-        if key not in valid:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(
-                f"unknown env_config key {key!r} for env_type {env_type!r}.{hint} "
-                f"Valid keys ({config_cls.__name__}): {', '.join(sorted(valid))}"
-            )
-    try:
-        return config_cls(**values)
-    except ValueError as exc:
-        raise ValueError(f"env_type {env_type!r}: {exc}") from None
-
-
 def make_env_config(env_type: str, **env_config: Any) -> BaseEnvConfig:
     """Validate ``env_config`` for ``env_type`` and return the config dataclass instance."""
-    return build_config(get_env_config_cls(env_type), env_config, env_type)
+    return get_env_config_cls(env_type).from_values(env_config, env_type)
 
 
 def make_env(env_type: str, **env_config: Any) -> BaseEnv:
-    """Build a registered env from its ``env_config`` keys."""
+    """Build the env of a registered name or class path from its ``env_config`` keys."""
     env_cls = get_env_cls(env_type)
-    return env_cls(build_config(env_cls.config_cls, env_config, env_type))
+    return env_cls(env_cls.config_cls.from_values(env_config, env_type))

@@ -36,7 +36,11 @@ def reward_groups(batch: Batch, grouping: str) -> list:
 
 
 def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -> dict[str, float]:
-    """Adds response_level_rewards, token_level_rewards, advantages and returns to `batch`; returns metrics."""
+    """Adds response_level_rewards, token_level_rewards, advantages and returns to `batch`; returns metrics.
+
+    The advantages come from the estimator registered under `config.adv_estimator`
+    (roll.algorithms.register_adv_estimator), which also receives the batch's meta (group ids, tags).
+    """
     mask = batch["response_mask"].float()
     norm = config.reward_normalization
     rewards = normalize_rewards(batch["scores"].float(), reward_groups(batch, norm.grouping), norm.method,
@@ -61,6 +65,7 @@ def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -
     advantages, returns = compute_advantages(
         config.adv_estimator, token_rewards, mask, config.gamma, config.lambd,
         values=batch.tensors.get("values"), whiten=config.whiten_advantages, clip=config.advantage_clip,
+        response_level_rewards=rewards, meta=batch.meta,
     )
     batch.tensors.update(response_level_rewards=rewards, token_level_rewards=token_rewards, advantages=advantages, returns=returns)
     metrics.update(_stats("critic/score", batch["scores"].float()))

@@ -1,31 +1,48 @@
 """AgenticConfig: everything an agentic run needs, loaded from Hydra YAML (see roll/configs/loader.py).
 
-Build one with `roll.configs.load_config(config_path, config_name, overrides)`; it is validated once,
+Build one with `load_agentic_config(config_path, config_name, overrides)`; it is validated once,
 at load time (roll/configs/validation.py), so a bad config fails before any worker starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
+from roll.algorithms.advantages import estimator_needs_values
 from roll.configs.base_config import BaseConfig
+from roll.configs.loader import load_config
 from roll.configs.worker_config import GeneratingArgs, WorkerConfig
 
 DEFAULT_ENV_MANAGER_CLS = "roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager"
+# ROLL's agent_template (shared/roll-configs/config/traj_envs.yaml)
+DEFAULT_AGENT_TEMPLATE = (
+    "Turn {turn_idx}:\nObservation:\n{observation}\nStrictly follow this format:\n"
+    "1. output format is '<answer> [your answer] </answer>' with no extra text. \n"
+    "2. You have {actions_left} actions left. \n3. Max response length: {max_response_length} words (tokens).\n"
+    "Decide the next action:\n"
+)
 
 
 @dataclass
 class CustomEnvConfig:
     """One entry of `custom_envs`: an environment type plus how the agent is prompted for it."""
 
-    env_type: str = "frozen_lake"  # a registered env name (roll.agentic.env.list_env_types())
+    # a registered env name (roll.agentic.env.list_env_types()) or the class path of a BaseEnv subclass
+    # in your own module on PYTHONPATH (my_pkg.envs.MyEnv)
+    env_type: str = "frozen_lake"
     max_steps: int = 10  # turns per episode; `max_actions_per_traj` / `max_steps_per_traj` are aliases
     max_tokens_per_step: int = 128  # new tokens per turn
     env_instruction: str | None = None  # overrides the env's own instruction
     agent_system_template: str = "You're a helpful assistant. You are a good game player. You are aiming to get high reward in the game."
-    agent_template: str | None = None  # may use {turn_idx} {observation} {actions_left} {max_response_length}
+    agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length}
     env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of the env's config dataclass
+    # ROLL's tool block ({wrapper_args, tool_configs}); the env gets it as env_config.tool_wrapper
+    # (envs whose config takes one: tool_use). See docs/environments.md, "Tool use".
+    tool_wrapper: dict[str, Any] | None = None
+    # class path of the env manager that plays this env (TrajEnvManager or a subclass); imported at
+    # config load, so a path that does not import fails before any worker starts
     env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
     agent_runner_cls: str | None = None
     max_env_step_concurrent: int | None = None
@@ -47,7 +64,7 @@ class EnvManagerConfig:
     format_penalty: float | None = None  # overrides each env's own format_penalty when set
     generating_args: GeneratingArgs | None = None  # default: actor_infer.generating_args
     max_traj_per_env: int = -1  # episodes an env may contribute to one batch; -1 = no limit
-    env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
+    env_timeout_s: float | None = 60.0  # an env call (make, reset, step) slower than this fails its episode; None = no limit
 
     @property
     def env_count(self) -> int:
@@ -87,9 +104,14 @@ class AgenticConfig(BaseConfig):
 
     @property
     def uses_critic(self) -> bool:
-        return self.adv_estimator == "gae"
+        return estimator_needs_values(self.adv_estimator)
 
     @property
     def uses_reference(self) -> bool:
         kl_in_reward = self.add_token_level_kl and (self.init_kl_coef > 0 or self.target_kl is not None)
         return kl_in_reward or (self.use_kl_loss and self.kl_loss_coef > 0)
+
+
+def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = ()) -> AgenticConfig:
+    """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied."""
+    return load_config(config_path, config_name, overrides, config_cls=AgenticConfig)

@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict
 
-import torch
 from tqdm import tqdm
+from transformers import set_seed
 
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
@@ -29,6 +29,7 @@ from roll.pipeline.agentic.pipeline_parts import (
     val_metrics,
 )
 from roll.utils.tracking import Tracker, headline
+from roll.workers.base_worker import is_single_update
 
 logger = logging.getLogger("roll.pipeline")
 
@@ -36,7 +37,7 @@ logger = logging.getLogger("roll.pipeline")
 class AgenticPipeline:
     def __init__(self, config: AgenticConfig) -> None:
         self.config = config
-        torch.manual_seed(config.seed)
+        set_seed(config.seed)
         self.checkpoint_root = checkpoints.checkpoint_root(config.output_dir, config.checkpoint_config)
         self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
         self.step = 0  # steps completed; logs number steps from 1
@@ -115,9 +116,9 @@ class AgenticPipeline:
         """Old log-probs need their own forward pass only when the policy moves before some sample is
         trained on (several epochs or mini-batches) or when the token-level KL penalty uses them; in a
         single update the actor takes them from its own forward pass."""
-        config, args = self.config, self.config.actor_train.training_args
+        config = self.config
         per_rank = -(-batch_size // self.actor_train.num_workers)
-        single_update = config.ppo_epochs == 1 and per_rank <= args.per_device_train_batch_size * args.gradient_accumulation_steps
+        single_update = is_single_update(per_rank, config.ppo_epochs, config.actor_train.training_args.mini_batch_size)
         return not single_update or (config.add_token_level_kl and self.reference is not None)
 
     def train(self, batch: Batch, step: int) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ from roll.algorithms import AdaptiveKLController, FixedKLController
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.cluster import Cluster
+from roll.strategies.registry import scoring_strategy
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
@@ -32,15 +34,13 @@ def build_kl_controller(config: "AgenticConfig"):
 def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
     """Optimizer steps the whole run takes on one rank: the lr schedule's length."""
     per_rank = math.ceil(config.rollout_batch_size / worker.num_workers)
-    mini = worker.training_args.per_device_train_batch_size * worker.training_args.gradient_accumulation_steps
-    return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / mini))
+    return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / worker.training_args.mini_batch_size))
 
 
 def forward_only(worker: WorkerConfig) -> WorkerConfig:
     """The reference only scores log-probs: it runs the training worker's forward pass, never its optimizer."""
     worker = copy.deepcopy(worker)
-    if worker.strategy_args.strategy_name in ("hf_infer", "vllm", "sglang"):
-        worker.strategy_args.strategy_name = "hf_train"
+    worker.strategy_args.strategy_name = scoring_strategy(worker.strategy_args.strategy_name)
     return worker
 
 
@@ -67,14 +67,14 @@ def build_rollout(config: "AgenticConfig", actor_infer: Cluster, mode: str):
     manager = config.train_env_manager if mode == "train" else config.val_env_manager
     return RolloutScheduler(manager, config.custom_envs, config.sequence_length, config.seed,
                             tokenizer_path=config.actor_infer.model_args.model_name_or_path,
-                            infer=actor_infer, mode=mode)
+                            infer=actor_infer, mode=mode, generating_args=config.actor_infer.generating_args)
 
 
 def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
     args = worker.training_args
     return LossConfig(
         ppo_epochs=config.ppo_epochs,
-        mini_batch_size=args.per_device_train_batch_size * args.gradient_accumulation_steps,
+        mini_batch_size=args.mini_batch_size,
         pg_clip_low=config.pg_clip_low if config.pg_clip_low is not None else config.pg_clip,
         pg_clip_high=config.pg_clip_high if config.pg_clip_high is not None else config.pg_clip,
         dual_clip=True if config.dual_clip_loss else None,
@@ -122,13 +122,22 @@ def _plain(value):
 
 def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "AgenticConfig", checkpoint_root: Path) -> str:
     """The end-of-run summary: validation success and validity per tag, first vs last, and where things are."""
+    from rich.console import Console
+    from rich.table import Table
+
     lines = [f"run {config.exp_name!r} finished after {config.max_steps} steps"]
     if val_history:
         (first_step, first), (last_step, last) = val_history[0], val_history[-1]
-        keys = sorted(k for k in last if k.endswith(("/success", "/action_is_valid")))
-        lines.append(f"{'validation metric':<48}{'before (step %d)' % first_step:>18}{'after' :>10}")
-        for key in keys:
-            lines.append(f"{key:<48}{first.get(key, float('nan')):>18.3f}{last[key]:>10.3f}")
+        table = Table(box=None)
+        table.add_column("validation metric")
+        table.add_column(f"before (step {first_step})", justify="right")
+        table.add_column(f"after (step {last_step})", justify="right")
+        for key in sorted(k for k in last if k.endswith(("/success", "/action_is_valid"))):
+            table.add_row(key, f"{first.get(key, float('nan')):.3f}", f"{last[key]:.3f}")
+        # Plain text (no colour codes): the summary goes to the log file as well as the terminal.
+        console = Console(file=io.StringIO(), width=100, color_system=None)
+        console.print(table)
+        lines.append(console.file.getvalue().rstrip())
     lines.append(f"metrics:     {Path(config.logging_dir) / 'metrics.jsonl'}")
     lines.append(f"trajectories: {Path(config.logging_dir) / 'trajectories'}")
     lines.append(f"checkpoints: {checkpoint_root}")

@@ -17,15 +17,18 @@ on threads (for debugging and benchmarks).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import logging
 import math
 import time
 from collections import Counter
 from typing import Any
 
+from roll.configs.worker_config import GeneratingArgs
 from roll.data.batch import Batch
-from roll.pipeline.agentic.env_manager.traj_env_manager import as_dict
-from roll.pipeline.agentic.environment_worker import EnvironmentWorker
+from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.pipeline.agentic.environment_worker import EnvironmentWorker, EnvSlot
+from roll.pipeline.agentic.trajectory import EpisodeFailureResult, Trajectory
 from roll.pipeline.agentic.trajectory_batch import rollout_metrics, trajectories_to_batch
 
 logger = logging.getLogger(__name__)
@@ -58,18 +61,21 @@ def round_robin_by_tag(group_tags: list[str]) -> list[int]:
 
 
 class RolloutScheduler:
-    def __init__(self, env_manager_config: Any, custom_envs: dict[str, Any], sequence_length: int, seed: int,
-                 tokenizer_path: str, infer: Any = None, proxy: dict[str, Any] | None = None, mode: str = "train",
-                 executor: str = "ray", env_timeout_s: float | None = 60.0, generation_timeout_s: float | None = 600.0,
-                 max_failures: int | None = None, worker_threads: int = 1, generating_args: Any = None) -> None:
+    def __init__(self, env_manager_config: EnvManagerConfig, custom_envs: dict[str, CustomEnvConfig],
+                 sequence_length: int, seed: int, tokenizer_path: str, infer: Any = None,
+                 proxy: dict[str, Any] | None = None, mode: str = "train", executor: str = "ray",
+                 generation_timeout_s: float | None = 600.0, max_failures: int | None = None, worker_threads: int = 1,
+                 generating_args: GeneratingArgs | None = None) -> None:
         """infer: the inference workers (a roll Cluster of InferWorkers, Ray actor handles, or local
         InferWorkers); proxy: an LLM proxy spec instead ({"type": "random"} / {"type": "openai", …}).
-        generating_args: used when the env manager config has none (pass actor_infer's)."""
+        generating_args: the sampling used when `env_manager_config.generating_args` is None (pass
+        actor_infer's); with neither, GeneratingArgs' own defaults."""
         if mode not in ("train", "val"):
             raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
         if executor not in ("ray", "local"):
             raise ValueError(f"executor must be 'ray' or 'local', got {executor!r}")
-        cfg = env_manager_config
+        cfg = dataclasses.replace(env_manager_config,
+                                  generating_args=env_manager_config.generating_args or generating_args or GeneratingArgs())
         self.group_size, self.mode, self.seed, self.executor = cfg.group_size, mode, seed, executor
         missing = [t for t in cfg.tags if t not in custom_envs]
         if missing:
@@ -77,7 +83,7 @@ class RolloutScheduler:
         self.group_tags = split_groups(cfg.num_env_groups, list(cfg.tags), cfg.num_groups_partition)
         self.group_order = round_robin_by_tag(self.group_tags)
         self.max_failures = max_failures
-        self.max_traj_per_env = getattr(cfg, "max_traj_per_env", -1)
+        self.max_traj_per_env = cfg.max_traj_per_env
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
             if not workers:
@@ -90,15 +96,12 @@ class RolloutScheduler:
         from transformers import AutoTokenizer
 
         self.pad_token_id = AutoTokenizer.from_pretrained(tokenizer_path).pad_token_id or 0
-        managers = [
-            {"env_id": g * self.group_size + i, "tag": tag, "env_spec": as_dict(custom_envs[tag])}
-            for g, tag in enumerate(self.group_tags) for i in range(self.group_size)
-        ]
-        per_worker = cfg.max_env_num_per_worker or len(managers)
-        chunks = [managers[i : i + per_worker] for i in range(0, len(managers), per_worker)]
-        common = dict(tokenizer_path=str(tokenizer_path), proxy_spec=proxy, sequence_length=sequence_length,
-                      generating_args=as_dict(cfg.generating_args or generating_args) or None, format_penalty=cfg.format_penalty,
-                      env_timeout_s=env_timeout_s, num_threads=worker_threads)
+        slots = [EnvSlot(env_id=g * self.group_size + i, tag=tag, env_config=custom_envs[tag])
+                 for g, tag in enumerate(self.group_tags) for i in range(self.group_size)]
+        per_worker = cfg.max_env_num_per_worker or len(slots)
+        chunks = [slots[i : i + per_worker] for i in range(0, len(slots), per_worker)]
+        common = dict(manager_config=cfg, tokenizer_path=str(tokenizer_path), proxy_spec=proxy,
+                      sequence_length=sequence_length, num_threads=worker_threads)
         self.worker_of_env: dict[int, Any] = {}
         self.workers: list[Any] = []
         if executor == "ray":
@@ -113,10 +116,10 @@ class RolloutScheduler:
             self._pool = None
         else:
             self.workers = [EnvironmentWorker(w, chunk, **common) for w, chunk in enumerate(chunks)]
-            self._pool = cf.ThreadPoolExecutor(max_workers=len(managers), thread_name_prefix="env")
+            self._pool = cf.ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="env")
         for w, chunk in enumerate(chunks):
-            for m in chunk:
-                self.worker_of_env[m["env_id"]] = self.workers[w]
+            for slot in chunk:
+                self.worker_of_env[slot.env_id] = self.workers[w]
 
     def _group_seed(self, step: int, task: int) -> int:
         if self.mode == "val":
@@ -135,7 +138,8 @@ class RolloutScheduler:
         return futures
 
     def get_batch(self, n: int, step: int) -> Batch:
-        """n trajectories (whole groups) as a Batch; rollout metrics in `batch.info`."""
+        """n episodes (whole groups) as a Batch of their samples (one per episode for the
+        trajectory-wise manager); rollout metrics in `batch.info`."""
         if n <= 0 or n % self.group_size:
             raise ValueError(f"batch size {n} must be a positive multiple of group_size={self.group_size}")
         start = time.perf_counter()
@@ -149,7 +153,7 @@ class RolloutScheduler:
         pending = [(k, self.group_order[k % num_groups]) for k in range(need)]
         busy: dict[int, tuple[int, int, list[cf.Future]]] = {}  # group -> (task, seed, futures)
         waiting: dict[cf.Future, int] = {}
-        done_groups: list[tuple[int, list[dict]]] = []
+        done_groups: list[tuple[int, list[Trajectory]]] = []
         failures: Counter = Counter()
         next_task = need
         while len(done_groups) < need:
@@ -169,17 +173,18 @@ class RolloutScheduler:
                     continue
                 del busy[group]
                 results = [_result_of(f, self.group_tags[group], seed) for f in futures]
-                bad = [r for r in results if "failure" in r]
+                bad = [r for r in results if isinstance(r, EpisodeFailureResult)]
                 if not bad:
-                    for i, r in enumerate(results):
-                        r["traj_group_id"] = f"{self.mode}{step}-g{task}"
-                        r["traj_id"] = f"{self.mode}{step}-g{task}-{i}"
-                    done_groups.append((task, results))
+                    group_id = f"{self.mode}{step}-g{task}"
+                    for i, samples in enumerate(results):
+                        for sample in samples:
+                            sample.traj_group_id, sample.traj_id = group_id, f"{group_id}-{i}"
+                    done_groups.append((task, [sample for samples in results for sample in samples]))
                     continue
                 for r in bad:
-                    failures[r["failure"]] += 1
+                    failures[r.kind] += 1
                     logger.warning("rollout: %s in env tag=%s seed=%s (%s); the group is re-run with a new seed",
-                                   r["failure"], r["tag"], r["env_seed"], r["detail"])
+                                   r.kind, r.tag, r.env_seed, r.detail)
                 if sum(failures.values()) > max_failures:
                     raise RuntimeError(f"rollout: {sum(failures.values())} failed episodes (over max_failures={max_failures}): "
                                        f"{dict(failures)}; last: {bad[-1]}")
@@ -190,13 +195,13 @@ class RolloutScheduler:
         trajs = [t for _, g in sorted(done_groups, key=lambda item: item[0]) for t in g]
         batch = trajectories_to_batch(trajs, self.pad_token_id)
         elapsed = time.perf_counter() - start
-        generated = sum(t["generated_tokens"] for t in trajs)
+        generated = sum(t.generated_tokens for t in trajs)
         prefix = "val/env" if self.mode == "val" else "env"
         batch.info.update(rollout_metrics(trajs, prefix=prefix))
         batch.info.update({
             "rollout/failures": float(sum(failures.values())),
             **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
-            "rollout/num_actions": sum(t["env_metrics"]["num_actions"] for t in trajs),
+            "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in trajs),
             "rollout/generated_tokens": float(generated),
             "rollout/generated_tokens_per_s": generated / max(elapsed, 1e-9),
             "time/rollout": elapsed,
@@ -214,9 +219,9 @@ class RolloutScheduler:
         self.workers = []
 
 
-def _result_of(future: cf.Future, tag: str, seed: int) -> dict[str, Any]:
+def _result_of(future: cf.Future, tag: str, seed: int) -> list[Trajectory] | EpisodeFailureResult:
     """An episode's result; a dead worker or a lost call counts as that episode's failure."""
     try:
         return future.result()
     except Exception as exc:
-        return {"failure": "worker_error", "tag": tag, "env_seed": seed, "detail": f"{type(exc).__name__}: {exc}"}
+        return EpisodeFailureResult("worker_error", tag, seed, f"{type(exc).__name__}: {exc}")

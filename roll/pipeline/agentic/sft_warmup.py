@@ -17,7 +17,9 @@ from transformers import AutoTokenizer
 
 from roll.agentic.env.policies import scripted_answer
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
+from roll.pipeline.agentic.trajectory import Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
+from roll.strategies.generation import GenerationRequest, GenerationResult
 
 logger = logging.getLogger("roll.sft_warmup")
 SFT_SEED_OFFSET = 7_654_321  # keeps warm-up maps apart from training and validation seeds
@@ -31,17 +33,17 @@ class ScriptedProxy:
         self.rng = random.Random(seed)
         self.manager: TrajEnvManager | None = None
 
-    def generate(self, request: dict) -> dict:
+    def generate(self, request: GenerationRequest) -> GenerationResult:
         answer = scripted_answer(self.manager.env, self.kind, self.rng)
         ids = self.tokenizer.encode(f"<answer>{answer}</answer>", add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        return {"request_id": request.get("request_id"), "output_ids": ids, "logprobs": [0.0] * len(ids),
-                "finish_reason": "stop", "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1}
+        return GenerationResult(request_id=request.request_id, output_ids=ids, logprobs=[0.0] * len(ids),
+                                finish_reason="stop")
 
     def release(self, session_id: str) -> None:
         pass
 
 
-def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list[dict]:
+def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list[Trajectory]:
     """`count` episodes of the scripted policy, cycling over the warm-up tags."""
     warmup = config.sft_warmup
     tags = warmup.tags or config.train_env_manager.tags
@@ -49,13 +51,13 @@ def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list
     trajectories = []
     for i in range(count):
         tag = tags[i % len(tags)]
-        manager = TrajEnvManager(tag, config.custom_envs[tag], tokenizer, proxy, config.sequence_length,
-                                 generating_args=config.train_env_manager.generating_args, env_id=i)
+        manager = TrajEnvManager(tag, config.custom_envs[tag], config.train_env_manager, tokenizer, proxy,
+                                 config.sequence_length, env_id=i)
         proxy.manager = manager
         seed = config.seed + SFT_SEED_OFFSET + step * count + i
-        trajectory = manager.run_episode(seed, episode_key=f"sft{step}")
-        trajectory.update(traj_id=f"sft-{step}-{i}", traj_group_id=f"sft-{step}-{i}")
-        trajectories.append(trajectory)
+        for sample in manager.run_episode(seed, episode_key=f"sft{step}"):
+            sample.traj_id = sample.traj_group_id = f"sft-{step}-{i}"
+            trajectories.append(sample)
     return trajectories
 
 

@@ -1,52 +1,60 @@
-"""The one function that turns trajectories (lists from env managers) into a training Batch."""
+"""The one function that turns Trajectory samples (from env managers) into a training Batch."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import torch
 
 from roll.data.batch import Batch
+from roll.pipeline.agentic.trajectory import Trajectory
+
+# Trajectory fields that become `batch.meta` columns (one entry per sample), besides `extras`.
+META_FIELDS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards",
+               "stop_reason", "step_index", "state_key")
 
 
-def trajectories_to_batch(trajs: list[dict[str, Any]], pad_token_id: int) -> Batch:
-    """Right-padded `[B, L]` tensors per docs/internals.md, `scores [B]`, and the rollout meta."""
+def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
+    """Right-padded `[B, L]` tensors per docs/internals.md (input_ids, attention_mask, position_ids,
+    response_mask, infer_logprobs), `scores [B]`, and META_FIELDS plus every `extras` name as meta."""
     if not trajs:
         raise ValueError("no trajectories to batch")
-    width = max(len(t["input_ids"]) for t in trajs)
+    width = max(len(t.input_ids) for t in trajs)
 
-    def padded(key: str, pad: float, dtype: torch.dtype) -> torch.Tensor:
-        return torch.tensor([list(t[key]) + [pad] * (width - len(t[key])) for t in trajs], dtype=dtype)
+    def padded(rows: list[list], pad: float, dtype: torch.dtype) -> torch.Tensor:
+        return torch.tensor([list(row) + [pad] * (width - len(row)) for row in rows], dtype=dtype)
 
-    input_ids = padded("input_ids", pad_token_id, torch.long)
-    lengths = torch.tensor([len(t["input_ids"]) for t in trajs])
+    lengths = torch.tensor([len(t.input_ids) for t in trajs])
     attention_mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
     position_ids = torch.arange(width)[None, :].expand(len(trajs), width) * attention_mask
     tensors = {
-        "input_ids": input_ids,
+        "input_ids": padded([t.input_ids for t in trajs], pad_token_id, torch.long),
         "attention_mask": attention_mask,
         "position_ids": position_ids.contiguous(),
-        "response_mask": padded("response_mask", 0, torch.long),
-        "infer_logprobs": padded("infer_logprobs", 0.0, torch.float32),
-        "scores": torch.tensor([t["score"] for t in trajs], dtype=torch.float32),
+        "response_mask": padded([t.response_mask for t in trajs], 0, torch.long),
+        "infer_logprobs": padded([t.infer_logprobs for t in trajs], 0.0, torch.float32),
+        "scores": torch.tensor([t.score for t in trajs], dtype=torch.float32),
     }
-    meta_keys = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards")
-    meta = {k: [t.get(k) for t in trajs] for k in meta_keys}
+    meta = {name: [getattr(t, name) for t in trajs] for name in META_FIELDS}
+    extra_names = sorted({name for t in trajs for name in t.extras})
+    clashes = [name for name in extra_names if name in meta or name in tensors]
+    if clashes:
+        raise ValueError(f"Trajectory.extras names {clashes} shadow built-in batch keys; rename them")
+    meta.update({name: [t.extras.get(name) for t in trajs] for name in extra_names})
     return Batch(tensors=tensors, meta=meta)
 
 
-def rollout_metrics(trajs: list[dict[str, Any]], prefix: str = "env") -> dict[str, float]:
+def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, float]:
     """Per-tag means of every env metric (ROLL's names: env/{tag}/success, …) plus scores and lengths."""
-    by_tag: dict[str, list[dict]] = defaultdict(list)
+    by_tag: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
-        by_tag[t["tag"]].append(t)
+        by_tag[t.tag].append(t)
     out: dict[str, float] = {}
     for tag, items in by_tag.items():
-        keys = {k for t in items for k in t["env_metrics"]}
+        keys = {k for t in items for k in t.env_metrics}
         for key in sorted(keys):
-            values = [t["env_metrics"][key] for t in items if key in t["env_metrics"]]
+            values = [t.env_metrics[key] for t in items if key in t.env_metrics]
             out[f"{prefix}/{tag}/{key}"] = sum(values) / len(values)
-        out[f"{prefix}/{tag}/score"] = sum(t["score"] for t in items) / len(items)
-        out[f"{prefix}/{tag}/response_length"] = sum(sum(t["response_mask"]) for t in items) / len(items)
+        out[f"{prefix}/{tag}/score"] = sum(t.score for t in items) / len(items)
+        out[f"{prefix}/{tag}/response_length"] = sum(sum(t.response_mask) for t in items) / len(items)
     return out

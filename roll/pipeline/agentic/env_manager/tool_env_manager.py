@@ -20,8 +20,9 @@ from typing import Any, Optional
 
 from jinja2.exceptions import TemplateError
 
+from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTemplateError, ChatTokens
-from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager, as_dict
+from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 
 TOOL_ROLE = "tool"
 
@@ -74,13 +75,13 @@ class ToolChatTokens(ChatTokens):
 
 
 class ToolEnvManager(TrajEnvManager):
-    def __init__(self, tag: str, env_spec: Any, tokenizer: Any, proxy: Any, sequence_length: int, **kwargs: Any) -> None:
-        super().__init__(tag, env_spec, tokenizer, proxy, sequence_length, **kwargs)
-        tool_wrapper = as_dict(env_spec).get("tool_wrapper")
-        if tool_wrapper is not None:
-            if self.env_config.get("tool_wrapper") not in (None, tool_wrapper):
+    def __init__(self, tag: str, env_config: CustomEnvConfig, manager_config: EnvManagerConfig, tokenizer: Any,
+                 proxy: Any, sequence_length: int, env_id: int = 0, session_prefix: str = "") -> None:
+        super().__init__(tag, env_config, manager_config, tokenizer, proxy, sequence_length, env_id, session_prefix)
+        if env_config.tool_wrapper is not None:
+            if "tool_wrapper" in self.env_kwargs:
                 raise ValueError(f"custom_envs.{tag}: tool_wrapper is set both beside env_config and inside it; keep one")
-            self.env_config["tool_wrapper"] = tool_wrapper
+            self.env_kwargs["tool_wrapper"] = env_config.tool_wrapper
 
     def _new_chat(self) -> ChatTokens:
         native = getattr(getattr(self.env, "config", None), "tool_call_format", None) == "json"

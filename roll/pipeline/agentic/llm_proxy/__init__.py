@@ -1,5 +1,5 @@
-"""LLM proxies: what an env manager asks for the next response. Every proxy takes the engine's request
-dict (roll/strategies/decode_engine.py) and returns its result dict, so env managers do not care who
+"""LLM proxies: what an env manager asks for the next response. Every proxy takes a GenerationRequest
+and returns a GenerationResult (roll/strategies/generation.py), so env managers do not care who
 answers: our inference workers (`policy`), any OpenAI-compatible server (`openai`), or a random
 answer (`random`, to debug an env loop without a model)."""
 

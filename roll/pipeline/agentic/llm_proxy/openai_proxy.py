@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from roll.strategies.generation import GenerationRequest, GenerationResult
+
 
 class OpenAIProxy:
     def __init__(self, tokenizer: Any, base_url: str, model: str = "default", mode: str = "completions",
@@ -39,22 +41,23 @@ class OpenAIProxy:
         except urllib.error.URLError as exc:
             raise ConnectionError(f"cannot reach the OpenAI-compatible server at {self.base_url}: {exc.reason}") from None
 
-    def generate(self, request: dict) -> dict:
-        sampling = {
-            "model": self.model,
-            "max_tokens": int(request.get("max_new_tokens", 128)),
-            "temperature": float(request.get("temperature", 1.0)) if request.get("do_sample", True) else 0.0,
-            "top_p": float(request.get("top_p", 1.0)),
-        }
-        if request.get("stop_strings"):
-            sampling["stop"] = list(request["stop_strings"])
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        params = request.sampling
+        sampling = {"model": self.model, "max_tokens": params.max_new_tokens,
+                    "temperature": 0.0 if params.greedy else params.temperature, "top_p": params.top_p}
+        if params.top_k:
+            sampling["top_k"] = params.top_k  # an extension vLLM and roll's server accept
+        if params.seed is not None:
+            sampling["seed"] = params.seed
+        if params.stop_strings:
+            sampling["stop"] = list(params.stop_strings)
         if self.mode == "completions":
-            body = {**sampling, "prompt": list(request["input_ids"]), "logprobs": 1, "return_token_ids": True}
+            body = {**sampling, "prompt": list(request.input_ids), "logprobs": 1, "return_token_ids": True}
             choice = self._post("/completions", body)["choices"][0]
         else:
-            if not request.get("messages"):
-                raise ValueError("openai proxy in chat mode needs the request's 'messages'")
-            choice = self._post("/chat/completions", {**sampling, "messages": request["messages"]})["choices"][0]
+            if not request.messages:
+                raise ValueError("openai proxy in chat mode needs the request's messages")
+            choice = self._post("/chat/completions", {**sampling, "messages": request.messages})["choices"][0]
             choice = {**choice, "text": choice["message"]["content"] or ""}
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         ids = choice.get("token_ids")
@@ -66,8 +69,8 @@ class OpenAIProxy:
         logprobs = ((choice.get("logprobs") or {}).get("token_logprobs")) or []
         if len(logprobs) != len(ids) or any(lp is None for lp in logprobs):
             logprobs = [0.0] * len(ids)
-        return {"request_id": request.get("request_id"), "output_ids": [int(t) for t in ids], "logprobs": [float(x) for x in logprobs],
-                "finish_reason": finish, "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1, "exact_ids": exact}
+        return GenerationResult(request_id=request.request_id, output_ids=[int(t) for t in ids],
+                                logprobs=[float(x) for x in logprobs], finish_reason=finish, exact_ids=exact)
 
     def release(self, session_id: str) -> None:
         pass

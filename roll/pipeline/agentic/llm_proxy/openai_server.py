@@ -12,12 +12,23 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from roll.strategies.generation import GenerationRequest, SamplingParams
 
-def _request_from_body(body: dict, input_ids: list[int]) -> dict:
-    temperature = float(body.get("temperature", 1.0))
-    return {"input_ids": input_ids, "max_new_tokens": int(body.get("max_tokens", 16)),
-            "do_sample": temperature > 0, "temperature": temperature, "top_p": float(body.get("top_p", 1.0)),
-            "top_k": int(body.get("top_k", 0)), "stop_strings": body.get("stop"), "seed": body.get("seed")}
+# The OpenAI API's own defaults for a request body that leaves a field out (the wire protocol's,
+# not roll's: a roll run's sampling comes from its GeneratingArgs).
+OPENAI_DEFAULTS = {"max_tokens": 16, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+
+
+def _request_from_body(body: dict, input_ids: list[int]) -> GenerationRequest:
+    """The wire format's sampling fields parsed once into a typed request (a bad value is a 400)."""
+    value = {**OPENAI_DEFAULTS, **{k: body[k] for k in OPENAI_DEFAULTS if body.get(k) is not None}}
+    temperature = float(value["temperature"])
+    stop = body.get("stop")
+    sampling = SamplingParams(max_new_tokens=int(value["max_tokens"]), do_sample=temperature > 0, temperature=temperature,
+                              top_p=float(value["top_p"]), top_k=int(value["top_k"]),
+                              stop_strings=[stop] if isinstance(stop, str) else stop,
+                              seed=int(body["seed"]) if body.get("seed") is not None else None)
+    return GenerationRequest(input_ids=input_ids, sampling=sampling)
 
 
 def serve_openai(engine: Any, tokenizer: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
@@ -51,10 +62,10 @@ def serve_openai(engine: Any, tokenizer: Any, host: str = "127.0.0.1", port: int
                 result = engine.generate([_request_from_body(body, ids)])[0]
             except (KeyError, ValueError, TypeError) as exc:
                 return self._reply(400, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
-            out = result["output_ids"]
-            text = tokenizer.decode(out[:-1] if result["finish_reason"] == "stop" else out, skip_special_tokens=False)
-            choice = {"index": 0, "finish_reason": result["finish_reason"], "token_ids": out,
-                      "logprobs": {"token_logprobs": result["logprobs"]}}
+            out = result.output_ids
+            text = tokenizer.decode(out[:-1] if result.finish_reason == "stop" else out, skip_special_tokens=False)
+            choice = {"index": 0, "finish_reason": result.finish_reason, "token_ids": out,
+                      "logprobs": {"token_logprobs": result.logprobs}}
             if "chat" in self.path:
                 choice["message"] = {"role": "assistant", "content": text}
             else:

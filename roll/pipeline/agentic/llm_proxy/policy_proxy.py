@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from roll.strategies.generation import GenerationRequest, GenerationResult
+
 
 class PolicyProxy:
     def __init__(self, workers: list[Any], index: int = 0, timeout_s: float | None = None) -> None:
@@ -32,7 +34,7 @@ class PolicyProxy:
 
         return ray.get(ref, timeout=self.timeout_s)
 
-    def generate(self, request: dict) -> dict:
+    def generate(self, request: GenerationRequest) -> GenerationResult:
         return self._invoke("generate", [request])[0]
 
     def release(self, session_id: str) -> None:

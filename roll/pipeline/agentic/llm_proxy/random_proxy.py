@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from roll.strategies.generation import GenerationRequest, GenerationResult
+
 DEFAULT_ANSWERS = ("Left", "Down", "Right", "Up")
 
 
@@ -16,14 +18,14 @@ class RandomProxy:
         self.template = template
         self.rng = random.Random(seed)
 
-    def generate(self, request: dict) -> dict:
+    def generate(self, request: GenerationRequest) -> GenerationResult:
         text = self.template.format(answer=self.rng.choice(self.answers))
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        limit = int(request.get("max_new_tokens", 64))
+        limit = request.sampling.max_new_tokens
         finish = "stop" if len(ids) <= limit else "length"  # cut like a model that runs out of tokens
         ids = ids[:limit]
-        return {"request_id": request.get("request_id"), "output_ids": ids, "logprobs": [0.0] * len(ids),
-                "finish_reason": finish, "prefilled_tokens": 0, "cached_tokens": 0, "weight_version": -1}
+        return GenerationResult(request_id=request.request_id, output_ids=ids, logprobs=[0.0] * len(ids),
+                                finish_reason=finish)
 
     def release(self, session_id: str) -> None:
         pass
