@@ -148,3 +148,23 @@ def test_the_example_entries_build_and_the_tool_solves_them():
         env = make_env(entry["env_type"], **entry["env_config"])
         total, info = solve_with_tool(env, env.config.tool_call_format)
         assert info["metrics"]["success"] == 1.0, tag
+
+
+def test_a_tool_env_in_a_pipeline_config_loads_with_rolls_tool_wrapper_beside_env_config():
+    from roll.configs import ConfigError
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+
+    cpu = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+    tool_env = [
+        "+custom_envs.Tool.env_type=tool_use",
+        "+custom_envs.Tool.env_manager_cls=roll.pipeline.agentic.env_manager.tool_env_manager.ToolEnvManager",
+        "+custom_envs.Tool.env_config.max_steps=4",
+        "+custom_envs.Tool.tool_wrapper.wrapper_args.max_tool_uses=2",
+        "+custom_envs.Tool.tool_wrapper.tool_configs=[{tool_id: python_code, tool_args: {timeout: 3}}]",
+    ]
+    config = load_agentic_config(*cpu, overrides=tool_env)
+    assert config.custom_envs["Tool"].tool_wrapper["wrapper_args"]["max_tool_uses"] == 2
+    with pytest.raises(ConfigError, match="roll ships only 'python_code'"):
+        load_agentic_config(*cpu, overrides=tool_env[:-1] + ["+custom_envs.Tool.tool_wrapper.tool_configs=[{tool_id: mcp}]"])
+    with pytest.raises(ConfigError, match="takes no tool_wrapper"):
+        load_agentic_config(*cpu, overrides=["+custom_envs.FrozenLakeCPU.tool_wrapper.wrapper_args.max_tool_uses=1"])
