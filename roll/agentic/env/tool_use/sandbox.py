@@ -112,6 +112,15 @@ def sandbox_prefix() -> tuple[str, ...]:
     )
 
 
+def sandbox_unavailable_reason() -> str | None:
+    """Why the sandbox cannot run on this machine, or None when it can."""
+    try:
+        sandbox_prefix(), sandbox_python()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... [output cut at {limit} characters]"
 
