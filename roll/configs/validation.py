@@ -170,8 +170,14 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
                     f"{where}.env_config.{key}: unknown key for env_type {spec.env_type!r} "
                     f"({config_cls.__name__}).{did_you_mean(key, valid)} Valid keys: {', '.join(sorted(valid))}."
                 )
+        env_values = dict(spec.env_config)
+        if spec.tool_wrapper is not None:
+            _require("tool_wrapper" in valid and "tool_wrapper" not in env_values,
+                     f"{where}.tool_wrapper: env_type {spec.env_type!r} takes no tool_wrapper (tool_use does), or it is "
+                     "also set inside env_config; keep one")
+            env_values["tool_wrapper"] = spec.tool_wrapper
         try:  # values too: ranges, symbol tables, action regexes
-            config_cls.from_values(spec.env_config, spec.env_type)
+            config_cls.from_values(env_values, spec.env_type)
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
         _check_env_manager_cls(where, spec.env_manager_cls)

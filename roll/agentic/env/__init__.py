@@ -1,6 +1,7 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
-Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``.
+Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` and ``textworld``
+(these two need their optional packages).
 """
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
@@ -14,13 +15,22 @@ from roll.agentic.env.registry import (
 )
 from roll.agentic.env.countdown.env import CountdownEnv
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
+from roll.agentic.env.gem.env import GemEnv
+from roll.agentic.env.gem.roll_ids import roll_gem_env_classes
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
+from roll.agentic.env.textworld.env import TextWorldEnv
+from roll.agentic.env.tool_use.env import ToolUseEnv
 
 register_env("frozen_lake", FrozenLakeEnv)
 register_env("sokoban", SokobanEnv)
 register_env("countdown", CountdownEnv)
 register_env("guess_number", GuessNumberEnv)
+register_env("tool_use", ToolUseEnv)
+register_env("gem", GemEnv)  # imports GEM only when an env is built
+register_env("textworld", TextWorldEnv)  # likewise textworld
+for _gem_env_type, _gem_env_cls in roll_gem_env_classes().items():  # ROLL's `game:GuessTheNumber-v0` ...
+    register_env(_gem_env_type, _gem_env_cls)
 
 __all__ = [
     "BaseEnv",
@@ -28,8 +38,11 @@ __all__ = [
     "StepOutcome",
     "CountdownEnv",
     "FrozenLakeEnv",
+    "GemEnv",
     "GuessNumberEnv",
     "SokobanEnv",
+    "TextWorldEnv",
+    "ToolUseEnv",
     "get_env_cls",
     "get_env_config_cls",
     "list_env_types",

@@ -39,6 +39,9 @@ class CustomEnvConfig:
     agent_system_template: str = "You're a helpful assistant. You are a good game player. You are aiming to get high reward in the game."
     agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length}
     env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of the env's config dataclass
+    # ROLL's tool block ({wrapper_args, tool_configs}); the env gets it as env_config.tool_wrapper
+    # (envs whose config takes one: tool_use). See docs/environments.md, "Tool use".
+    tool_wrapper: dict[str, Any] | None = None
     # class path of the env manager that plays this env (TrajEnvManager or a subclass); imported at
     # config load, so a path that does not import fails before any worker starts
     env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS

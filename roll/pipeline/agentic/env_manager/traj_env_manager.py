@@ -111,13 +111,21 @@ class TrajEnvManager:
         return GenerationRequest(input_ids=list(ids), sampling=sampling, request_id=f"{session_id}-t{turn}",
                                  session_id=session_id, messages=list(messages))
 
+    # ---- hooks for subclasses (the tool env manager renders tool output as `tool` messages) ----
+    def _new_chat(self) -> ChatTokens:
+        return ChatTokens(self.tokenizer)
+
+    def _next_turn_ids(self, chat: ChatTokens, observation: str, info: dict, turn: int) -> list[int]:
+        """Ids of the message that carries `observation` (from the step that returned `info`)."""
+        return chat.next_prompt(self._prompt(observation, turn))
+
     def run_episode(self, seed: int, episode_key: str = "0") -> list[Trajectory]:
         """Plays one episode from `seed`; returns it as one Trajectory."""
         if self.env is None:
             self.env = self._env_call("make_env", seed, lambda: make_env(self.spec.env_type, **self.env_kwargs))
         observation, info = self._env_call("reset", seed, self.env.reset, seed)
         instruction = self.spec.env_instruction or info.get("env_instruction", "")
-        chat = ChatTokens(self.tokenizer)
+        chat = self._new_chat()
         first_user = (instruction + "\n" if instruction else "") + self._prompt(observation, 0)
         tokens = TokenBuffer()
         tokens.add_prompt(chat.start([{"role": "system", "content": self.spec.agent_system_template},
@@ -150,7 +158,7 @@ class TrajEnvManager:
                     break
                 if turn + 1 == self.spec.max_steps:
                     break
-                delta = chat.next_prompt(self._prompt(observation, turn + 1))
+                delta = self._next_turn_ids(chat, observation, info, turn + 1)
                 if len(tokens) + len(delta) >= self.sequence_length:  # no room left for a response token
                     chat.drop_last_user()
                     stop_reason = "sequence_length"
