@@ -1,8 +1,10 @@
 """`--cpu`: turn any config (ROLL's GPU configs included) into a run this machine can do.
 
-Inference runs `hf_infer`, training `hf_train`, one worker per role, `sdpa` attention, fp32; the batch
-becomes a few groups and the lengths shrink; the model becomes the embedded default unless `pretrain=`
-was given on the command line; paths this machine cannot write move under output_dir. Every change is
+Inference runs `hf_infer` (actor_infer keeps `vllm` where vLLM's CPU build is installed in this
+Python; elsewhere the change line says how to install it), training `hf_train`, one worker per role,
+`sdpa` attention, fp32; the batch becomes a few groups and the lengths shrink; the model becomes the
+embedded default unless `pretrain=` was given on the command line; paths this machine cannot write
+move under output_dir. Every change is
 returned as one line `key: old -> new`, which the launcher prints.
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roll.models.embedded import EMBEDDED_MODEL_NAME
+from roll.strategies.registry import strategy_facts, strategy_problem
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
@@ -24,6 +27,8 @@ MAX_SEQUENCE_LENGTH = 2048
 MAX_NEW_TOKENS = 64
 MAX_TRAIN_MICRO_BATCH = 2
 CPU_ATTENTION = ("sdpa", "eager")
+# Generators --cpu keeps for actor_infer when their package is installed (they have a CPU build).
+CPU_GENERATORS = ("vllm",)
 
 
 class _Changes:
@@ -35,6 +40,9 @@ class _Changes:
         if old != new:
             setattr(owner, attr, new)
             self.lines.append(f"{key}: {old!r} -> {new!r}")
+
+    def note(self, line: str) -> None:
+        self.lines.append(line)
 
 
 def adjust_for_cpu(config: "AgenticConfig", keep_pretrain: bool) -> list[str]:
@@ -79,7 +87,14 @@ def _adjust_workers(config: "AgenticConfig", changes: _Changes) -> None:
         worker = getattr(config, role)
         if worker is None:
             continue
-        if worker.strategy_args.strategy_name != strategy:
+        current = worker.strategy_args.strategy_name
+        if role == "actor_infer" and current in CPU_GENERATORS:
+            if strategy_problem(current, cuda=False) is None:
+                strategy = current  # installed here: the config's own generator, with its strategy_config
+            else:
+                changes.note(f"{role}.strategy_args.strategy_name: {current} is not installed in this Python "
+                             f"(to generate with it: {strategy_facts(current).install}); using {strategy}")
+        if current != strategy:
             changes.set(worker.strategy_args, "strategy_name", strategy, f"{role}.strategy_args.strategy_name")
             changes.set(worker.strategy_args, "strategy_config", None, f"{role}.strategy_args.strategy_config")
         if worker.device_mapping is not None:

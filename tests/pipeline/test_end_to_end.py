@@ -42,11 +42,11 @@ def overrides(model_dir: Path, work: Path, max_steps: int, extra: dict[str, str]
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def launch(args: list[str], work: Path) -> subprocess.Popen:
+def launch(args: list[str], work: Path, config: tuple[str, str] = CPU) -> subprocess.Popen:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(work / "ray"), "PYTHONUNBUFFERED": "1"}
     log = open(work / f"launch_{time.monotonic_ns()}.log", "w")
-    return subprocess.Popen([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
-                             "--config-name", CPU[1], *args], cwd=REPO_ROOT, env=env, stdout=log,
+    return subprocess.Popen([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", config[0],
+                             "--config-name", config[1], *args], cwd=REPO_ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -69,8 +69,8 @@ def work():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def run_to_end(args: list[str], work: Path) -> str:
-    process = launch(args, work)
+def run_to_end(args: list[str], work: Path, config: tuple[str, str] = CPU) -> str:
+    process = launch(args, work, config)
     process.wait(timeout=420)
     _kill_group(process)
     logs = sorted(work.glob("launch_*.log"))
