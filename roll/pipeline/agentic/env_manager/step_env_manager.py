@@ -64,6 +64,15 @@ class StepEnvManager(TrajEnvManager):
             text = instruction + "\n" + text
         return text
 
+    def turn_messages(self, instruction: str, observation: str, turn: int,
+                      history: list[tuple[int, str, str]]) -> list[dict[str, str]]:
+        """The chat of one turn: system, and the step prompt (module docstring)."""
+        return [{"role": "system", "content": self.spec.agent_system_template},
+                {"role": "user", "content": self._step_prompt(instruction, observation, turn, history)}]
+
+    def first_messages(self, instruction: str, observation: str) -> list[dict[str, str]]:
+        return self.turn_messages(instruction, observation, 0, [])
+
     def _state_key(self, seed: int) -> str:
         key_fn = getattr(self.env, "state_key", None) or self.env.render
         return str(self._env_call("state_key", seed, key_fn))
@@ -82,8 +91,7 @@ class StepEnvManager(TrajEnvManager):
         try:
             for turn in range(self.spec.max_steps):
                 chat = self._new_chat()
-                prompt_ids = chat.start([{"role": "system", "content": self.spec.agent_system_template},
-                                         {"role": "user", "content": self._step_prompt(instruction, observation, turn, history)}])
+                prompt_ids = chat.start(self.turn_messages(instruction, observation, turn, history))
                 if len(prompt_ids) >= self.sequence_length:
                     if turn == 0:
                         raise ValueError(f"the first prompt of env {self.tag} has {len(prompt_ids)} tokens, not below "
