@@ -97,3 +97,20 @@ def test_an_unknown_template_field_is_named(tiny_model_dir):
     manager = StepEnvManager("FrozenLake", spec, manager_config(), tokenizer, RandomProxy(tokenizer), sequence_length=4096)
     with pytest.raises(ValueError, match=r"agent_template uses an unknown field 'obs'.*\{current_observation\}"):
         manager.run_episode(seed=1)
+
+
+def test_the_concat_variant_shows_earlier_observations_without_replies(tiny_model_dir):
+    from roll.pipeline.agentic.env_manager.step_concat_env_manager import StepConcatEnvManager
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    spec = dataclasses.replace(FROZEN_LAKE_SPEC, history_length=1, agent_template="{history}\nNOW: {current_observation}")
+    samples = StepConcatEnvManager("FrozenLake", spec, manager_config(), tokenizer, RandomProxy(tokenizer, seed=3),
+                                   sequence_length=4096).run_episode(seed=11)
+    assert StepConcatEnvManager.step_samples and len(samples) >= 2
+    replay = make_env("frozen_lake", **spec.env_config)
+    first, _ = replay.reset(11)
+    user = samples[1].messages[1]["content"]
+    # instruction (the template has no {env_instruction}), then turn 0's observation alone, then this turn's
+    instruction, history_and_now = user.split("\n", 1)[0], user.split("Answer format: <answer>Left</answer>\n", 1)[1]
+    assert instruction.startswith("You are solving the FrozenLake puzzle")
+    assert history_and_now.startswith(first + "\nNOW: ") and "your response" not in user

@@ -35,23 +35,22 @@ TEMPLATE_FIELDS = ("env_instruction", "step_count", "history_length", "history",
                    "current_observation", "max_response_length", "turn_idx", "observation", "actions_left")
 
 
-def render_history(pairs: list[tuple[int, str, str]]) -> str:
-    """The earlier turns shown in a step prompt: (turn number from 1, observation, reply) each."""
-    return "\n".join(f"[step {turn}] observation:\n{observation}\nyour response: {reply}"
-                     for turn, observation, reply in pairs)
-
-
 class StepEnvManager(TrajEnvManager):
     """TrajEnvManager's constructor and env handling; one Trajectory per turn (module docstring)."""
 
     # the step-level estimators (gigpo, step_reinforce) need managers that set this (config validation)
     step_samples: ClassVar[bool] = True
 
+    def history_text(self, pairs: list[tuple[int, str, str]]) -> str:
+        """The {history} field: the earlier turns shown, each (turn number from 1, observation, reply)."""
+        return "\n".join(f"[step {turn}] observation:\n{observation}\nyour response: {reply}"
+                         for turn, observation, reply in pairs)
+
     def _step_prompt(self, instruction: str, observation: str, turn: int, history: list[tuple[int, str, str]]) -> str:
         shown = history[len(history) - self.spec.history_length:] if self.spec.history_length else []
         values = {
             "env_instruction": instruction, "step_count": turn, "history_length": len(shown),
-            "history": render_history(shown), "current_step": turn + 1, "current_observation": observation,
+            "history": self.history_text(shown), "current_step": turn + 1, "current_observation": observation,
             "max_response_length": self.spec.max_tokens_per_step, "turn_idx": turn + 1, "observation": observation,
             "actions_left": self.spec.max_steps - turn,
         }
