@@ -60,3 +60,18 @@ def test_take_rows_indexes_tensors_and_meta_and_counts():
     out, metrics = take_rows(batch, [0, 2, 4])
     assert out["traj_id"] == ["a", "c", "e"] and metrics["system/batch_remove_count"] == 2.0
     assert train_multiple([4, 6]) == 12 and train_multiple([]) == 1
+
+
+def test_the_lr_schedule_counts_one_sample_per_turn_for_step_wise_envs():
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.pipeline.agentic.batch_adjust import max_samples_per_batch
+    from roll.pipeline.agentic.pipeline_parts import optimizer_steps
+
+    cpu = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
+    traj = load_agentic_config(*cpu)
+    step = load_agentic_config(*cpu, overrides=["adv_estimator=gigpo", "custom_envs.FrozenLakeCPU.env_manager_cls="
+                                                "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager"])
+    turns = step.custom_envs["FrozenLakeCPU"].max_steps
+    assert max_samples_per_batch(traj) == traj.rollout_batch_size
+    assert max_samples_per_batch(step) == step.rollout_batch_size * turns
+    assert optimizer_steps(step, step.actor_train) == turns * optimizer_steps(traj, traj.actor_train)

@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import math
 import random
+from typing import TYPE_CHECKING
 
 from roll.data.batch import Batch
+
+if TYPE_CHECKING:
+    from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 BATCH_ADJUST_MODES = (None, "copy", "delete", "auto", "random_sample")
 
@@ -64,3 +68,14 @@ def take_rows(batch: Batch, rows: list[int]) -> tuple[Batch, dict[str, float]]:
     if rows == list(range(len(batch))):
         return batch, metrics
     return batch.index(rows), metrics
+
+
+def max_samples_per_batch(config: "AgenticConfig") -> int:
+    """The most training samples one step can bring: one per episode, or one per turn where a training
+    env's manager makes step samples (then up to that env's max_steps per episode). The lr schedule's
+    length is counted from it, so a decaying schedule never runs out before the run does."""
+    from hydra.utils import get_class
+
+    turns = [config.custom_envs[tag].max_steps for tag in config.train_env_manager.tags
+             if getattr(get_class(config.custom_envs[tag].env_manager_cls), "step_samples", False)]
+    return config.rollout_batch_size * max(turns, default=1)
