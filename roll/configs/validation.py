@@ -101,6 +101,9 @@ def _check_step_credit(config: "AgenticConfig") -> None:
     _require(0.0 <= config.step_reward_gamma <= 1.0, f"step_reward_gamma must be in [0, 1], got {config.step_reward_gamma}")
     if not ADV_ESTIMATORS.get(config.adv_estimator).needs_step_samples:
         return
+    _require(not config.whiten_rewards, f"whiten_rewards rescales the episode reward that adv_estimator: "
+             f"{config.adv_estimator} replaces with its own step-level reward; set whiten_rewards: false "
+             f"(whiten_advantages still applies)")
     for tag in config.train_env_manager.tags:
         spec = config.custom_envs.get(tag)
         if spec is not None and not getattr(get_class(spec.env_manager_cls), "step_samples", False):
