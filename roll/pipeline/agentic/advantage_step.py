@@ -14,10 +14,10 @@ from roll.algorithms import (
     clip_rewards,
     compute_advantages,
     kl_penalty,
-    step_credit_metrics,
     masked_mean,
     masked_whiten,
     normalize_rewards,
+    step_credit_metrics,
     token_level_rewards,
 )
 from roll.data.batch import Batch
