@@ -17,6 +17,7 @@ from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.correction_step import apply_train_infer_correction
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
@@ -85,6 +86,7 @@ class AgenticPipeline:
                 with self.timer(metrics, "time/step_logprobs"):
                     self.score(batch)
                 metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
+                metrics.update(apply_train_infer_correction(batch, config))
                 with self.timer(metrics, "time/step_train"):
                     metrics.update(self.train(batch, step))
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
@@ -131,8 +133,11 @@ class AgenticPipeline:
     def needs_old_logprobs(self, batch_size: int) -> bool:
         """Old log-probs need their own forward pass only when the policy moves before some sample is
         trained on (several epochs or mini-batches) or when the token-level KL penalty uses them; in a
-        single update the actor takes them from its own forward pass."""
+        single update the actor takes them from its own forward pass. `enable_old_logprobs_recompute`
+        asks for the pass anyway (the driver then applies train_infer_correction to the whole batch)."""
         config = self.config
+        if config.enable_old_logprobs_recompute:
+            return True
         per_rank = -(-batch_size // self.actor_train.num_workers)
         single_update = is_single_update(per_rank, config.ppo_epochs, config.actor_train.training_args.mini_batch_size)
         return not single_update or (config.add_token_level_kl and self.reference is not None)
@@ -141,7 +146,8 @@ class AgenticPipeline:
         """SPEC §4.9: critic update, then the actor once past critic_warmup."""
         metrics: dict[str, float] = {}
         keys = [k for k in ("input_ids", "attention_mask", "position_ids", "response_mask", "old_logprobs",
-                            "ref_logprobs", "advantages", "returns", "values") if k in batch.tensors]
+                            "ref_logprobs", "advantages", "returns", "values", "infer_logprobs", "scores",
+                            "train_infer_is_weight") if k in batch.tensors]
         train_batch = batch.select(keys)
         if self.critic is not None:
             metrics.update(_mean_metrics(self.critic.dispatch_batch("train_step", train_batch, loss_cfg=loss_config(self.config, self.config.critic))))
