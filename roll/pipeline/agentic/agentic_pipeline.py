@@ -16,6 +16,7 @@ from transformers import set_seed
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
+from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.correction_step import apply_train_infer_correction
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
@@ -57,6 +58,10 @@ class AgenticPipeline:
         self.val_history: list[tuple[int, dict[str, float]]] = []
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
+        if config.async_generation_ratio > 0:
+            self.train_rollout = AsyncRollout(
+                self.train_rollout, self.push_weights, int(config.async_generation_ratio), config.rollout_batch_size,
+                first_step=self.step + 1, last_step=config.max_steps, timeout_s=config.async_wait_timeout_s)
         self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
                                config=asdict(config), start_step=self.step + 1)
 
@@ -107,14 +112,24 @@ class AgenticPipeline:
     # --- the steps ---------------------------------------------------------------------------
 
     def sync_weights(self, version: int) -> None:
-        """SPEC §4.1: actor_infer generates with actor_train's current weights."""
+        """SPEC §4.1: actor_infer generates with actor_train's current weights. In async training they
+        are published instead; the rollout thread loads them between its batches (async_rollout.py)."""
         state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
+        if isinstance(self.train_rollout, AsyncRollout):
+            self.train_rollout.publish(version, state_dict)
+        else:
+            self.push_weights(state_dict, version)
+
+    def push_weights(self, state_dict, version: int) -> None:
         self.actor_infer.execute_all("update_weights", state_dict, version)
 
     def validate(self, step: int) -> dict[str, float]:
         """SPEC §4.2: a validation rollout on fixed seeds, so its numbers compare across steps."""
         size = self.config.val_batch_size or self.config.val_env_manager.env_count
-        batch = self.val_rollout.get_batch(size, step)
+        if isinstance(self.train_rollout, AsyncRollout):
+            batch = self.train_rollout.run_with_latest_weights(lambda: self.val_rollout.get_batch(size, step))
+        else:
+            batch = self.val_rollout.get_batch(size, step)
         metrics = val_metrics(batch)
         self.val_history.append((step, metrics))
         self.recorder.save(batch, step, "val")
