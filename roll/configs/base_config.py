@@ -82,7 +82,7 @@ class BaseConfig:
     # 0: synchronous. k ≥ 1: rollout runs ahead of training; no sample generated with weights more
     # than k versions behind the trainer is trained on (docs/pipeline.md, "Asynchronous training").
     async_generation_ratio: float = 0
-    async_wait_timeout_s: float = 1800.0  # longest any wait of the async loop may take before the run fails
+    async_wait_timeout_s: float = 3600.0  # longest any wait of the async loop may take before the run fails
     reward_normalization: RewardNormalizationConfig = field(default_factory=RewardNormalizationConfig)
     rollout_dump_dir: str | None = None  # write every training rollout batch here (one file per step)
     rollout_mock: RolloutMockConfig | None = None  # dump rollouts, or train on dumped ones without generating

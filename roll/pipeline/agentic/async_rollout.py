@@ -43,7 +43,8 @@ _JOIN_TIMEOUT_S = 30.0  # how long shutdown waits for the rollout thread to noti
 def drop_stale_groups(batch: Batch, step: int, ratio: int) -> tuple[Batch, dict[str, float]]:
     """The batch without the GRPO groups (traj_group_id) that hold a sample more than `ratio` versions
     older than `step`, and the staleness metrics of the samples kept."""
-    versions = [int(v) for v in batch.meta["weight_version"]]
+    # a batch dumped before samples carried versions (rollout_mock) has none: every version unknown
+    versions = [int(v) for v in batch.meta.get("weight_version", [-1] * len(batch))]
     groups = batch.meta["traj_group_id"]
     stale_groups = {g for g, v in zip(groups, versions) if v >= 0 and step - v > ratio}
     keep = [i for i, g in enumerate(groups) if g not in stale_groups]
