@@ -123,8 +123,6 @@ def ppo_policy_loss(
         dual_clip = 1.0 + 2.0 * clip_high
     elif dual_clip is False:
         dual_clip = None
-    if dual_clip is not None and dual_clip <= 1.0:
-        raise ValueError(f"dual_clip must be > 1 (it bounds −A·ratio for A < 0), got {dual_clip}")
     advantages, old_logprobs = advantages.detach(), old_logprobs.detach()
     log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)

@@ -60,6 +60,10 @@ class PGVariantArgs:
     cispo_use_unified_mask: bool = False
     kimi15_tau: float = 0.1
 
+    def __post_init__(self) -> None:
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1 (it bounds −A·ratio for A < 0), got {self.dual_clip}")
+
 
 PGFn = Callable[[PGInputs, PGVariantArgs], tuple[Tensor, dict[str, Tensor]]]
 PG_VARIANTS: Registry[PGFn] = Registry("pg_variant")

@@ -76,6 +76,7 @@ class AsyncRollout:
         self._syncs = 0
         self._wait_weights_s = 0.0
         self._thread: threading.Thread | None = None
+        self._doing = "not running (no weights published yet)"  # what the rollout thread is doing, for timeout messages
 
     # --- trainer side ------------------------------------------------------------------------
     def publish(self, version: int, weights: Any) -> None:
@@ -84,6 +85,7 @@ class AsyncRollout:
             self._published = (version, weights)
             self._changed.notify_all()
         if self._thread is None and version >= self.next_step:  # not for a warm-up's validation at version 0
+            self._doing = "starting"
             self._thread = threading.Thread(target=self._produce, name="async-rollout", daemon=True)
             self._thread.start()
 
@@ -96,8 +98,7 @@ class AsyncRollout:
             produced_step, item = self._batches.get(timeout=self.timeout_s)
         except queue.Empty:
             raise TimeoutError(f"async training: the trainer waited {self.timeout_s:.0f}s (async_wait_timeout_s) for "
-                               f"the rollout batch of step {step}; the rollout thread is "
-                               f"{'alive' if self._thread and self._thread.is_alive() else 'not running'}") from None
+                               f"the rollout batch of step {step}; the rollout thread is {self._doing}") from None
         if isinstance(item, BaseException):
             raise RuntimeError(f"async training: the rollout for step {produced_step} failed: {item}") from item
         if produced_step != step:
@@ -142,15 +143,19 @@ class AsyncRollout:
         step = self.next_step
         try:
             while step <= self.last_step and not self._stop.is_set():
+                self._doing = f"waiting for the trainer's weights of version {step - self.ratio} to start step {step}"
                 self._wait_for_version(step - self.ratio)
                 if self._stop.is_set():
-                    return
+                    break
+                self._doing = f"generating the batch of step {step}"
                 with self._infer_lock:
                     self._load_latest()
                     batch = self.rollout.get_batch(self.batch_size, step)
                 self._batches.put((step, batch))
                 step += 1
+            self._doing = f"finished (it ran up to step {step - 1})"
         except BaseException as error:  # handed to the trainer, which raises it with the step
+            self._doing = f"stopped by an error at step {step}: {error}"
             self._batches.put((step, error))
 
     def _wait_for_version(self, version: int) -> None:
