@@ -30,6 +30,22 @@ from roll.algorithms.losses import (
     register_loss_agg_mode,
     value_loss,
 )
+from roll.algorithms.pg_variants import (
+    PG_VARIANTS,
+    PGInputs,
+    PGVariantArgs,
+    pg_loss_matrix,
+    register_pg_variant,
+)
+from roll.algorithms.train_infer import (
+    CORRECTION_LEVELS,
+    CorrectionFilterConfig,
+    ISWeightConfig,
+    TrainInferCorrectionConfig,
+    register_correction_level,
+    segment_masked_mean,
+    train_infer_correction,
+)
 from roll.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
 from roll.algorithms.step_advantages import StepCreditOptions, step_credit_metrics
 from roll.algorithms.rewards import (
@@ -45,6 +61,18 @@ from roll.algorithms.rewards import (
 __all__ = [
     "ADV_ESTIMATORS",
     "AdvantageInputs",
+    "CORRECTION_LEVELS",
+    "CorrectionFilterConfig",
+    "ISWeightConfig",
+    "PG_VARIANTS",
+    "PGInputs",
+    "PGVariantArgs",
+    "TrainInferCorrectionConfig",
+    "pg_loss_matrix",
+    "register_correction_level",
+    "register_pg_variant",
+    "segment_masked_mean",
+    "train_infer_correction",
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "NORM_METHODS",

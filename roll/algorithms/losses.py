@@ -16,6 +16,7 @@ from torch import Tensor
 
 from roll.algorithms.kl import kl_penalty
 from roll.algorithms.masked import masked_mean
+from roll.algorithms.pg_variants import PGInputs, PGVariantArgs, ppo_loss
 from roll.utils.registry import Registry
 # Same bound as the KL estimators: exp(±20) is finite in float32, so the ratio and its gradient are too.
 _LOG_RATIO_CLAMP = 20.0
@@ -122,26 +123,19 @@ def ppo_policy_loss(
         dual_clip = 1.0 + 2.0 * clip_high
     elif dual_clip is False:
         dual_clip = None
-    if dual_clip is not None and dual_clip <= 1.0:
-        raise ValueError(f"dual_clip must be > 1 (it bounds −A·ratio for A < 0), got {dual_clip}")
     advantages, old_logprobs = advantages.detach(), old_logprobs.detach()
     log_ratio = (logprobs - old_logprobs).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
-    loss_mat = torch.maximum(unclipped, clipped)
-    dual_hit = torch.zeros_like(loss_mat, dtype=torch.bool)
-    if dual_clip is not None:
-        bound = -dual_clip * advantages
-        dual_hit = (advantages < 0) & (loss_mat > bound)
-        loss_mat = torch.where(dual_hit, bound, loss_mat)
+    args = PGVariantArgs(pg_clip_low=clip_low, pg_clip_high=clip_high, dual_clip=dual_clip)
+    loss_mat, flags = ppo_loss(PGInputs(logprobs, old_logprobs, advantages, mask), args)
+    dual_hit = flags.get("pg_clipfrac_dual", torch.zeros_like(loss_mat, dtype=torch.bool))
     loss = agg_loss(loss_mat, mask, loss_agg_mode, num_tokens, num_seqs, norm_length)
 
     with torch.no_grad():
         valid = mask != 0
         ratios = ratio[valid]
         metrics = {
-            "pg_clipfrac": float(masked_mean((clipped > unclipped).to(loss_mat.dtype), mask)),
+            "pg_clipfrac": float(masked_mean(flags["clipfrac"].to(loss_mat.dtype), mask)),
             "pg_clipfrac_dual": float(masked_mean(dual_hit.to(loss_mat.dtype), mask)),
             "ppo_kl": float(masked_mean(0.5 * log_ratio.square(), mask)),
             "policykl": float(masked_mean(log_ratio, mask)),

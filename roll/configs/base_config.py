@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from roll.algorithms.train_infer import TrainInferCorrectionConfig
+
 
 @dataclass
 class RewardNormalizationConfig:
@@ -72,6 +74,15 @@ class BaseConfig:
     loss_agg_mode: str = "seq-mean-token-mean"
     max_grad_norm: float = 1.0
     critic_warmup: int = 0
+    # Score old log-probs in their own forward pass even in a single update, and apply
+    # train_infer_correction on the driver against them (ROLL's meaning; docs/algorithms.md).
+    enable_old_logprobs_recompute: bool = False
+    # IS weights / filters between infer_logprobs (generation) and old_logprobs (docs/algorithms.md)
+    train_infer_correction: TrainInferCorrectionConfig = field(default_factory=TrainInferCorrectionConfig)
+    # 0: synchronous. k ≥ 1: rollout runs ahead of training; no sample generated with weights more
+    # than k versions behind the trainer is trained on (docs/pipeline.md, "Asynchronous training").
+    async_generation_ratio: float = 0
+    async_wait_timeout_s: float = 3600.0  # longest any wait of the async loop may take before the run fails
     reward_normalization: RewardNormalizationConfig = field(default_factory=RewardNormalizationConfig)
     rollout_dump_dir: str | None = None  # write every training rollout batch here (one file per step)
     rollout_mock: RolloutMockConfig | None = None  # dump rollouts, or train on dumped ones without generating

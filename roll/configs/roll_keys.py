@@ -31,15 +31,6 @@ def _falsy(value: Any) -> bool:
     return not value
 
 
-def _no_correction(value: Any) -> bool:
-    """train_infer_correction changes nothing while no IS weight and no filter is enabled."""
-    if not isinstance(value, dict):
-        return not value
-    weight = value.get("is_weight") or {}
-    filters = value.get("filters") or []
-    return not weight.get("enabled") and not any(isinstance(f, dict) and f.get("enabled", False) for f in filters)
-
-
 _PROFILING = "roll has no profiler integration; use py-spy or torch.profiler around a run"
 _OFFLOAD = "roll keeps each worker's model and optimizer where the worker runs"
 _DATASET = "agentic prompts come from the environments, not a dataset"
@@ -77,10 +68,6 @@ TOP_LEVEL: dict[str, RollKey] = {
     "render_save_dir": RollKey("roll saves the first trajectories of each step as text under logging_dir/trajectories"),
     # ROLL's PPOConfig
     "reward": RollKey("agentic rewards come from the environments, not a reward model"),
-    "async_generation_ratio": RollKey(
-        "0 means synchronous training, which is what roll does", _is(0, 0.0, None),
-        "async training (generation running ahead of training) is not implemented in roll yet; set "
-        "async_generation_ratio: 0 to train synchronously"),
     "l2": RollKey("roll's optimizer takes weight decay from training_args.weight_decay", _is(0, 0.0, None),
                   "an extra L2 term is not implemented in roll; use actor_train.training_args.weight_decay"),
     "use_pg_clip_range": RollKey("roll uses pg_clip_low / pg_clip_high whenever they are set, else pg_clip"),
@@ -94,12 +81,10 @@ TOP_LEVEL: dict[str, RollKey] = {
     "norm_std_type": RollKey("agentic runs normalise with reward_normalization", _is(None),
                              "in an agentic config set reward_normalization.norm_std_type instead"),
     "enable_reference": RollKey("roll starts the reference exactly when a KL term needs it"),
-    "enable_old_logprobs_recompute": RollKey("roll recomputes old log-probs exactly when the policy moves before a sample is trained on"),
-    "force_disable_old_logprobs_recompute": RollKey("roll recomputes old log-probs exactly when the policy moves before a sample is trained on"),
-    "train_infer_correction": RollKey(
-        "no IS weight or filter is enabled", _no_correction,
-        "train-inference correction (IS weights, ratio/diff filters) is not implemented in roll yet; remove "
-        "train_infer_correction (roll's infer and train log-probs come from the same transformers forward)"),
+    "force_disable_old_logprobs_recompute": RollKey(
+        "roll scores old log-probs exactly when the policy moves before a sample is trained on, or when "
+        "enable_old_logprobs_recompute asks for it", _falsy,
+        "roll needs old log-probs whenever the policy moves during a step; remove force_disable_old_logprobs_recompute"),
     # ROLL's AgenticConfig
     "ratio_type": RollKey("roll's PPO ratio is per token", _is("token"),
                           "ratio_type: segment is not implemented in roll yet; use token"),
@@ -110,17 +95,12 @@ TOP_LEVEL: dict[str, RollKey] = {
 WORKER: dict[str, RollKey] = {
     "name": RollKey("roll names each worker after its role"),
     "worker_cls": RollKey("roll picks each role's worker class itself (pipeline_cls selects the pipeline)"),
-    "pg_variant": RollKey("roll's policy loss is PPO's clipped objective", _is(None, "ppo"),
-                          "policy-gradient variants other than ppo (topr, vanilla, tis, cispo, kimi15) are not "
-                          "implemented in roll yet; remove pg_variant to train with PPO's clipped loss"),
     "world_size": RollKey("roll runs one worker per device_mapping entry"),
     "num_gpus_per_worker": RollKey("roll runs one worker per device_mapping entry"),
     "model_update_frequency": RollKey("roll updates actor_infer's weights every step", _is(1, None),
                                       "roll updates actor_infer every step; model_update_frequency > 1 is not implemented"),
     "backend_timeout": RollKey("roll's collectives use torch.distributed's default timeout"),
     "system_envs": RollKey("roll sets the top-level system_envs for every worker; per-role values are ignored"),
-    "topr_positive_weight": RollKey("used by pg_variant: topr, which roll does not implement yet"),
-    "topr_negative_weight": RollKey("used by pg_variant: topr, which roll does not implement yet"),
     "max_concurrency": RollKey("roll sets each Ray actor's concurrency from its role"),
     "offload_nccl": RollKey(_OFFLOAD),
     "logits_in_fp32": RollKey("roll always computes log-probs in float32"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from roll.algorithms import ADV_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES
+from roll.algorithms import ADV_ESTIMATORS, CORRECTION_LEVELS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES, PG_VARIANTS
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import WorkerConfig
 from roll.strategies.registry import allowed_strategies, strategy_facts
@@ -27,6 +27,8 @@ CHOICES = {
     "reward_normalization.method": NORM_METHODS,
     "reward_normalization.norm_mean_type": NORM_TYPES,
     "reward_normalization.norm_std_type": NORM_TYPES,
+    "actor_train.pg_variant": PG_VARIANTS,
+    "train_infer_correction.is_weight.weight_type": CORRECTION_LEVELS,
 }
 LR_SCHEDULERS = ("constant", "linear", "cosine")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -65,6 +67,10 @@ def _check_choices(config: "AgenticConfig") -> None:
         if value not in allowed:
             shown = [a for a in allowed if a is not None]
             raise ConfigError(f"{dotted}: {value!r} is not one of {shown}.{did_you_mean(str(value), shown)}")
+    for i, f in enumerate(config.train_infer_correction.filters):
+        if f.agg_type not in CORRECTION_LEVELS:
+            raise ConfigError(f"train_infer_correction.filters[{i}].agg_type: {f.agg_type!r} is not one of "
+                              f"{CORRECTION_LEVELS.names()}.{did_you_mean(f.agg_type, CORRECTION_LEVELS)}")
     for tracker in tracker_names(config.track_with):
         if tracker not in TRACKERS:
             raise ConfigError(f"track_with: unknown tracker {tracker!r}; use one or more of {TRACKERS.names()} joined by commas.{did_you_mean(tracker, TRACKERS)}")
@@ -154,6 +160,11 @@ def _check_ranges(config: "AgenticConfig") -> None:
     _require(config.pg_clip > 0, f"pg_clip must be > 0, got {config.pg_clip}")
     _require(config.max_grad_norm > 0, f"max_grad_norm must be > 0, got {config.max_grad_norm}")
     _require(config.critic_warmup >= 0, f"critic_warmup must be >= 0, got {config.critic_warmup}")
+    ratio = config.async_generation_ratio
+    _require(ratio >= 0 and float(ratio).is_integer(),
+             f"async_generation_ratio is how many weight versions a trained sample may lag behind the trainer: "
+             f"0 (synchronous) or a whole number >= 1, got {ratio}")
+    _require(config.async_wait_timeout_s > 0, f"async_wait_timeout_s must be > 0, got {config.async_wait_timeout_s}")
     for role, worker in _workers(config):
         args = worker.training_args
         _require(args.learning_rate > 0, f"{role}.training_args.learning_rate must be > 0, got {args.learning_rate}")

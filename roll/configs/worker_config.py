@@ -85,6 +85,16 @@ class WorkerConfig:
     sequence_length_round_in_infer: int = 64
     use_sequence_packing: bool = False
     sequence_packing_args: dict[str, Any] | None = None
+    # actor_train's policy loss (roll/algorithms/pg_variants.py; ROLL's keys and defaults)
+    pg_variant: str = "ppo"  # vanilla | ppo | tis | topr | cispo | kimi15, or a registered name
+    tis_lower_bound: float = 0.0
+    tis_upper_bound: float = 1.0
+    topr_positive_weight: float = 1.0
+    topr_negative_weight: float = 1.0
+    cispo_epsilon_low: float = 0.1
+    cispo_epsilon_high: float = 0.1
+    cispo_use_unified_mask: bool = False
+    kimi15_tau: float = 0.1
 
     @property
     def num_workers(self) -> int:

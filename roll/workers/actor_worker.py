@@ -1,16 +1,31 @@
 """ActorWorker: the actor_train role (PPO updates) and the reference role (log-probs only).
 
-`compute_log_probs` scores a batch; `train_step` runs the PPO loss of roll.algorithms over it. Both
+`compute_log_probs` scores a batch; `train_step` runs the policy loss `pg_variant` (roll/algorithms/pg_variants.py,
+PPO by default) over it, with the train-inference correction (train_infer.py). Both
 plan micro-batches the same way (plain padding, dynamic batching or sequence packing, from the
 worker config), so their log-probs agree to float precision whatever the layout.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
-from roll.algorithms import entropy_for_input_ids, entropy_loss, kl_loss, logprobs_for_input_ids, ppo_policy_loss
+from roll.algorithms import (
+    PGInputs,
+    PGVariantArgs,
+    TrainInferCorrectionConfig,
+    agg_loss,
+    entropy_for_input_ids,
+    entropy_loss,
+    kl_loss,
+    logprobs_for_input_ids,
+    masked_mean,
+    pg_loss_matrix,
+    train_infer_correction,
+)
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
 from roll.workers.base_worker import LossConfig, TrainWorker, is_single_update
@@ -71,10 +86,11 @@ class ActorWorker(TrainWorker):
         # log-probs are these very log-probs: the pipeline skips a whole forward pass for them.
         old_logprobs = take("old_logprobs") if "old_logprobs" in batch.tensors else logprobs.detach()
         agg = dict(loss_agg_mode=cfg.loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=cfg.norm_length)
-        pg_loss, pg_metrics = ppo_policy_loss(
-            logprobs, old_logprobs, take("advantages"), mask,
-            clip_low=cfg.pg_clip_low, clip_high=cfg.pg_clip_high, dual_clip=cfg.dual_clip, **agg,
-        )
+        is_weight, mask, correction_rates = self._train_infer_correction(batch, cfg, old_logprobs, mask, take)
+        scores = take("scores") if "scores" in batch.tensors else None
+        inputs = PGInputs(logprobs, old_logprobs, take("advantages"), mask, scores)
+        loss_mat, pg_metrics = pg_loss_matrix(cfg.pg_variant, inputs, self._pg_args(cfg))
+        pg_loss = agg_loss(loss_mat * is_weight, mask, cfg.loss_agg_mode, num_tokens, num_seqs, cfg.norm_length)
         loss = pg_loss
         shares = {"actor/pg_loss": float(pg_loss.detach())}
         if cfg.use_kl_loss:
@@ -87,12 +103,38 @@ class ActorWorker(TrainWorker):
             loss = loss - cfg.entropy_loss_coef * ent
         shares["actor/entropy_loss"] = float(ent.detach())
         shares["actor/total_loss"] = float(loss.detach())
+        with torch.no_grad():
+            log_ratio = logprobs.detach() - old_logprobs
         rates = {
-            "actor/clipfrac": pg_metrics["pg_clipfrac"],
-            "actor/approxkl": pg_metrics["approxkl"],
-            "actor/policykl": pg_metrics["policykl"],
+            "actor/clipfrac": pg_metrics.get("clipfrac", 0.0),
+            "actor/approxkl": float(masked_mean(0.5 * log_ratio.square(), mask)),
+            "actor/policykl": float(masked_mean(log_ratio, mask)),
+            **{f"actor/{k}": v for k, v in pg_metrics.items() if k != "clipfrac"},
+            **correction_rates,
             "actor/entropy": float((entropy.detach() * (mask != 0)).sum() / max(float((mask != 0).sum()), 1.0)),
         }
         if not cfg.use_kl_loss:
             shares["actor/kl_loss"] = 0.0
         return loss, shares, rates
+
+    @staticmethod
+    def _pg_args(cfg: LossConfig) -> PGVariantArgs:
+        dual = (1.0 + 2.0 * cfg.pg_clip_high) if cfg.dual_clip is True else (cfg.dual_clip or None)
+        args = cfg.pg_variant_args or PGVariantArgs()
+        return PGVariantArgs(**{**args.__dict__, "pg_clip_low": cfg.pg_clip_low, "pg_clip_high": cfg.pg_clip_high,
+                                "dual_clip": dual})
+
+    @staticmethod
+    def _train_infer_correction(batch: Batch, cfg: LossConfig, old_logprobs: Tensor, mask: Tensor,
+                                take: Callable[[str], Tensor]) -> tuple[Tensor, Tensor, dict[str, float]]:
+        """(IS weight, loss mask, metrics). The driver's weight (and the mask it filtered) when it computed
+        them (enable_old_logprobs_recompute); otherwise, as ROLL's worker does, the correction of this
+        micro-batch's old log-probs against the generation log-probs, whose statistics are reported even
+        when no weight or filter is enabled; without generation log-probs, weight 1 and the mask as it is."""
+        if "train_infer_is_weight" in batch.tensors:
+            return take("train_infer_is_weight"), mask, {}
+        if "infer_logprobs" not in batch.tensors:
+            return torch.ones_like(old_logprobs), mask, {}
+        correction = cfg.train_infer_correction or TrainInferCorrectionConfig()
+        is_weight, keep, metrics = train_infer_correction(correction, old_logprobs, take("infer_logprobs"), mask)
+        return is_weight, mask * keep.to(mask.dtype), {f"actor/{k}": v for k, v in metrics.items()}

@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from transformers import AutoTokenizer, set_seed
 
+from roll.algorithms.pg_variants import PGVariantArgs
+from roll.algorithms.train_infer import TrainInferCorrectionConfig
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.data.dynamic_batching import split_dynamic
@@ -43,6 +45,11 @@ class LossConfig:
     max_grad_norm: float | None = 1.0  # None or ≤ 0: no clipping
     value_clip: float | None = None  # critic only
     shuffle: bool = True
+    pg_variant: str = "ppo"  # actor only: a name in roll.algorithms.PG_VARIANTS
+    pg_variant_args: PGVariantArgs | None = None  # the variants' constants; None: defaults with pg_clip_low/high and dual_clip
+    # actor only: IS weight / filters between infer_logprobs and the old log-probs, applied per micro-batch
+    # unless the driver already put `train_infer_is_weight` into the batch
+    train_infer_correction: TrainInferCorrectionConfig | None = None
 
 
 def is_single_update(samples_on_rank: int, ppo_epochs: int, mini_batch_size: int) -> bool:

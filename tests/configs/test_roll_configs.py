@@ -21,11 +21,6 @@ ROLLOUT = "roll.pipeline.agentic.agentic_rollout_pipeline.AgenticRolloutPipeline
 
 # What roll does not do yet, named in the refusal (by config, for the configs in ROLL_DIR today).
 EXPECTED_REFUSALS = {
-    "agent_val_frozen_lake-pg_var": "pg_variant: 'topr' is not supported",
-    "agent_val_frozen_lake-pg_var_is_correct": "train-inference correction",
-    "agent_val_frozen_lake_async": "async training",
-    "agent_val_frozen_lake_async_amd": "async training",
-    "agentic_val_sokoban_native": "async training",
     "agentic_val_sokoban_sandbox": "'sokoban_sandbox' is not an env roll bundles",
     "agentic_val_sokoban_agent_runner": "agent runners are not implemented in roll yet",
 }

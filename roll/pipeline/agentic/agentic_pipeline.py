@@ -17,8 +17,10 @@ from transformers import set_seed
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
+from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.batch_adjust import adjusted_indices, take_rows, train_multiple
+from roll.pipeline.agentic.correction_step import apply_train_infer_correction
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
@@ -58,6 +60,10 @@ class AgenticPipeline:
         self.val_history: list[tuple[int, dict[str, float]]] = []
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
+        if config.async_generation_ratio > 0:
+            self.train_rollout = AsyncRollout(
+                self.train_rollout, self.push_weights, int(config.async_generation_ratio), config.rollout_batch_size,
+                first_step=self.step + 1, last_step=config.max_steps, timeout_s=config.async_wait_timeout_s)
         self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
                                config=asdict(config), start_step=self.step + 1)
 
@@ -92,6 +98,7 @@ class AgenticPipeline:
                 metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
                 batch, adjust_metrics = take_rows(batch, train_rows)
                 metrics.update(adjust_metrics)
+                metrics.update(apply_train_infer_correction(batch, config))
                 with self.timer(metrics, "time/step_train"):
                     metrics.update(self.train(batch, step))
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
@@ -112,14 +119,24 @@ class AgenticPipeline:
     # --- the steps ---------------------------------------------------------------------------
 
     def sync_weights(self, version: int) -> None:
-        """SPEC §4.1: actor_infer generates with actor_train's current weights."""
+        """SPEC §4.1: actor_infer generates with actor_train's current weights. In async training they
+        are published instead; the rollout thread loads them between its batches (async_rollout.py)."""
         state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
+        if isinstance(self.train_rollout, AsyncRollout):
+            self.train_rollout.publish(version, state_dict)
+        else:
+            self.push_weights(state_dict, version)
+
+    def push_weights(self, state_dict, version: int) -> None:
         self.actor_infer.execute_all("update_weights", state_dict, version)
 
     def validate(self, step: int) -> dict[str, float]:
         """SPEC §4.2: a validation rollout on fixed seeds, so its numbers compare across steps."""
         size = self.config.val_batch_size or self.config.val_env_manager.env_count
-        batch = self.val_rollout.get_batch(size, step)
+        if isinstance(self.train_rollout, AsyncRollout):
+            batch = self.train_rollout.run_with_latest_weights(lambda: self.val_rollout.get_batch(size, step))
+        else:
+            batch = self.val_rollout.get_batch(size, step)
         metrics = val_metrics(batch)
         self.val_history.append((step, metrics))
         self.recorder.save(batch, step, "val")
@@ -139,8 +156,11 @@ class AgenticPipeline:
     def needs_old_logprobs(self, batch_size: int) -> bool:
         """Old log-probs need their own forward pass only when the policy moves before some sample is
         trained on (several epochs or mini-batches) or when the token-level KL penalty uses them; in a
-        single update the actor takes them from its own forward pass."""
+        single update the actor takes them from its own forward pass. `enable_old_logprobs_recompute`
+        asks for the pass anyway (the driver then applies train_infer_correction to the whole batch)."""
         config = self.config
+        if config.enable_old_logprobs_recompute:
+            return True
         per_rank = -(-batch_size // self.actor_train.num_workers)
         single_update = is_single_update(per_rank, config.ppo_epochs, config.actor_train.training_args.mini_batch_size)
         return not single_update or (config.add_token_level_kl and self.reference is not None)
@@ -156,7 +176,8 @@ class AgenticPipeline:
         """SPEC §4.9: critic update, then the actor once past critic_warmup."""
         metrics: dict[str, float] = {}
         keys = [k for k in ("input_ids", "attention_mask", "position_ids", "response_mask", "old_logprobs",
-                            "ref_logprobs", "advantages", "returns", "values") if k in batch.tensors]
+                            "ref_logprobs", "advantages", "returns", "values", "infer_logprobs", "scores",
+                            "train_infer_is_weight") if k in batch.tensors]
         train_batch = batch.select(keys)
         if self.critic is not None:
             metrics.update(_mean_metrics(self.critic.dispatch_batch("train_step", train_batch, loss_cfg=loss_config(self.config, self.config.critic))))

@@ -25,11 +25,13 @@ class TokenBuffer:
     response_mask: `[L]` 1 on tokens the policy generated, 0 on prompt and observation tokens.
     logprobs: `[L]` log-probability the policy gave each generated token when it sampled it; 0.0 on
         tokens it did not generate.
+    weight_version: the oldest policy-weight version that generated a response here (-1: none known).
     """
 
     input_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    weight_version: int = -1
 
     def add_prompt(self, ids: list[int]) -> None:
         """Tokens the policy did not choose (system prompt, user turns, the template's framing)."""
@@ -37,10 +39,14 @@ class TokenBuffer:
         self.response_mask.extend([0] * len(ids))
         self.logprobs.extend([0.0] * len(ids))
 
-    def add_response(self, ids: list[int], logprobs: list[float]) -> None:
-        """Tokens the policy generated, with the log-probs recorded when they were sampled."""
+    def add_response(self, ids: list[int], logprobs: list[float], weight_version: int = -1) -> None:
+        """Tokens the policy generated, with the log-probs recorded when they were sampled and the
+        version of the weights that sampled them (GenerationResult.weight_version; -1: unknown)."""
         if len(ids) != len(logprobs):
             raise ValueError(f"a response of {len(ids)} tokens came with {len(logprobs)} log-probs")
+        if weight_version >= 0:
+            known = [v for v in (self.weight_version, weight_version) if v >= 0]
+            self.weight_version = min(known)
         self.input_ids.extend(int(t) for t in ids)
         self.response_mask.extend([1] * len(ids))
         self.logprobs.extend(float(lp) for lp in logprobs)
@@ -75,6 +81,8 @@ class Trajectory:
         state_key: a hashable description of the env state this sample acted in (e.g. the rendered
             observation), for estimators that group samples by state (GiGPO's anchor states); None
             when the manager does not provide one.
+        weight_version: the oldest policy-weight version that generated any of its tokens (-1: not
+            known, e.g. an external server); async training measures staleness with it.
         extras: further per-sample values a custom manager attaches, by name; each name becomes a
             `batch.meta` column (None for samples that lack it). Names must not shadow a field.
 
@@ -100,6 +108,7 @@ class Trajectory:
     generated_tokens: int
     step_index: int | None = None
     state_key: str | None = None
+    weight_version: int = -1
     extras: dict[str, Any] = field(default_factory=dict)
     env_id: int = -1
     time_s: float = 0.0
@@ -118,6 +127,7 @@ class Trajectory:
     @classmethod
     def from_tokens(cls, tokens: TokenBuffer, **fields: Any) -> "Trajectory":
         """A trajectory whose token row is `tokens`; `fields` are the other fields."""
+        fields.setdefault("weight_version", tokens.weight_version)
         return cls(input_ids=list(tokens.input_ids), response_mask=list(tokens.response_mask),
                    infer_logprobs=list(tokens.logprobs), **fields)
 

@@ -106,7 +106,7 @@ class StepEnvManager(TrajEnvManager):
                     raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
                 tokens = TokenBuffer()
                 tokens.add_prompt(prompt_ids)
-                tokens.add_response(result.output_ids, result.logprobs)
+                tokens.add_response(result.output_ids, result.logprobs, result.weight_version)
                 out = result.output_ids
                 stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
                 text = chat.add_response(out, stopped)

@@ -147,7 +147,7 @@ class TrajEnvManager:
                 except Exception as exc:
                     raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
                 out = result.output_ids
-                tokens.add_response(out, result.logprobs)
+                tokens.add_response(out, result.logprobs, result.weight_version)
                 gen_tokens += len(out)
                 stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
                 text = chat.add_response(out, stopped)
