@@ -204,6 +204,8 @@ def _check_env_manager_cls(where: str, path: str) -> None:
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:
     _require(manager.group_size >= 1, f"{name}.group_size must be >= 1, got {manager.group_size}")
     _require(manager.num_env_groups >= 1, f"{name}.num_env_groups must be >= 1, got {manager.num_env_groups}")
+    _require(manager.max_worker_restarts >= -1, f"{name}.max_worker_restarts must be >= 0 (or -1 for no limit), "
+             f"got {manager.max_worker_restarts}")
     _require(len(manager.tags) >= 1, f"{name}.tags is empty: name at least one env from custom_envs ({', '.join(config.custom_envs) or 'none defined'}).")
     for tag in manager.tags:
         if tag not in config.custom_envs:

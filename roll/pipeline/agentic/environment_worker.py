@@ -55,8 +55,9 @@ class EnvironmentWorker:
                 env_id=slot.env_id, session_prefix=f"w{worker_index}-e{slot.env_id}",
             )
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> int:
+        """This worker's process id: the scheduler tells a replacement process from the one it replaced."""
+        return os.getpid()
 
     def torch_threads(self) -> int:
         import torch
