@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 from roll.pipeline.agentic.environment_worker import EnvironmentWorker, EnvSlot
@@ -35,17 +36,21 @@ class EnvWorkerPool:
             import ray
 
             actor_cls = ray.remote(EnvironmentWorker)
-            # num_cpus=0: env workers mostly wait; the cores belong to inference and training
+            # num_cpus=0: env workers mostly wait; the cores belong to inference and training. SPREAD: on a
+            # cluster of several nodes the env workers (and their envs' CPU work) go to all of them.
             self.workers = [actor_cls.options(num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=max_restarts,
-                                              max_task_retries=0).remote(w, chunk, **worker_kwargs)
+                                              max_task_retries=0, scheduling_strategy="SPREAD").remote(w, chunk, **worker_kwargs)
                             for w, chunk in enumerate(chunks)]
-            self.pids = ray.get([h.ready.remote() for h in self.workers])
+            places = ray.get([h.ready.remote() for h in self.workers])
             self._threads = None
         else:
             self.workers = [EnvironmentWorker(w, chunk, **worker_kwargs) for w, chunk in enumerate(chunks)]
-            self.pids = [w.ready() for w in self.workers]
+            places = [w.ready() for w in self.workers]
             self._threads = cf.ThreadPoolExecutor(max_workers=sum(len(c) for c in chunks), thread_name_prefix="env")
         self.worker_index_of_env = {slot.env_id: w for w, chunk in enumerate(chunks) for slot in chunk}
+        self.pids = [place.pid for place in places]
+        self.node_ids = [place.node_id for place in places]
+        logger.info("env workers by node: %s", ", ".join(f"{node} x{n}" for node, n in Counter(self.node_ids).items()))
 
     def submit(self, env_id: int, seed: int, episode_key: str) -> cf.Future:
         """One episode of env `env_id` on the worker that hosts it."""
@@ -63,7 +68,7 @@ class EnvWorkerPool:
         deadline = time.monotonic() + RESTART_WAIT_S
         while True:
             try:
-                pid = ray.get(self.workers[index].ready.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                place = ray.get(self.workers[index].ready.remote(), timeout=max(1.0, deadline - time.monotonic()))
                 break
             except ray.exceptions.ActorUnavailableError:  # still restarting: Ray answers once the new process is up
                 if time.monotonic() > deadline:
@@ -71,11 +76,11 @@ class EnvWorkerPool:
                 time.sleep(0.5)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                 raise self._not_replaced(index, f"{type(exc).__name__}: {exc}") from exc
-        if pid != self.pids[index]:
+        if place.pid != self.pids[index]:
             self.restarts += 1
-            logger.warning("rollout: env worker %d died (pid %d) and was replaced (pid %d); its episodes are re-run "
-                           "with new seeds", index, self.pids[index], pid)
-            self.pids[index] = pid
+            logger.warning("rollout: env worker %d died (pid %d) and was replaced (pid %d on node %s); its episodes "
+                           "are re-run with new seeds", index, self.pids[index], place.pid, place.node_id)
+            self.pids[index], self.node_ids[index] = place.pid, place.node_id
 
     def _not_replaced(self, index: int, reason: str) -> RuntimeError:
         return RuntimeError(f"rollout: env worker {index} died and was not replaced ({reason}); each worker may be "
