@@ -21,9 +21,15 @@ import torch
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.rendezvous import free_address
+from roll.utils.memory import release_free_memory
 from roll.strategies.registry import strategy_facts
 
 EXECUTORS = ("ray", "local")
+# The once-a-step methods that allocate and free the most (batches, activations, state dicts): after
+# them a worker gives freed heap memory back to the system, so its resident size does not stay at
+# its largest step's (roll/utils/memory.py). Never after `generate`: it runs many times per step.
+RELEASE_MEMORY_AFTER = frozenset({"train_step", "compute_log_probs", "compute_values", "update_weights",
+                                  "get_state_dict", "save_checkpoint", "load_checkpoint", "sft_step"})
 
 
 def collective(method: Callable) -> Callable:
@@ -56,7 +62,11 @@ class WorkerHost:
         self.worker = worker_cls(worker_config, rank, world_size, **kwargs)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.worker, method)(*args, **kwargs)
+        try:
+            return getattr(self.worker, method)(*args, **kwargs)
+        finally:
+            if method in RELEASE_MEMORY_AFTER:
+                release_free_memory()
 
 
 class Cluster:
