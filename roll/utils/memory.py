@@ -5,6 +5,7 @@ reuse instead of returning it, so a long-lived worker's resident size climbs tow
 and stays there, while the other roles on the machine would need it. `release_free_memory()` calls
 glibc's `malloc_trim(0)`, which returns every whole free page of the heaps; the Cluster's worker
 hosts call it after each heavy step method (roll/distributed/cluster.py). It costs a few ms.
+`ROLL_MALLOC_TRIM=0` in a worker's environment (`system_envs`) turns it off, to measure what it saves.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def resident_bytes(pid: int | None = None) -> int:
 
 def release_free_memory() -> bool:
     """Returns freed heap pages to the system (glibc malloc_trim); False where there is no glibc
-    (musl, macOS), where nothing can be done this way."""
+    (musl, macOS), where nothing can be done this way, or when ROLL_MALLOC_TRIM=0."""
     global _libc
+    if os.environ.get("ROLL_MALLOC_TRIM", "1") == "0":
+        return False
     if _libc is None:
         name = ctypes.util.find_library("c")
         try:
