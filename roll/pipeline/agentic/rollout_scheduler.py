@@ -10,7 +10,9 @@ A group in which any episode fails (env raised, env hung past `env_timeout_s`, g
 is re-run on the same envs with a fresh seed; the failure is counted in `rollout/failures/*` and
 logged with the tag and seed. Only whole groups enter a batch. A worker process that dies (kill -9,
 the OOM killer) is replaced by Ray and the groups it was running are re-run the same way
-(env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements.
+(env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements. When `infer` is a Cluster
+with `max_restarts`, generation lost with a dead inference worker (`infer_worker_died`) waits for
+`Cluster.recover()` (the restarted worker gets the current weights) and its group is re-run.
 
 Executors: "ray" hosts env managers in EnvironmentWorker actors; "local" runs them in this process
 on threads (for debugging and benchmarks).
@@ -88,6 +90,8 @@ class RolloutScheduler:
         self.max_failures = max_failures
         self.on_progress: Callable[[int, int, int], None] | None = None  # (episodes done, total, tokens generated)
         self.max_traj_per_env = cfg.max_traj_per_env
+        # a roll Cluster whose ranks Ray restarts: generation lost with a rank is re-run once it is restored
+        self.infer_cluster = infer if getattr(infer, "max_restarts", 0) else None
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
             if not workers:
@@ -128,6 +132,7 @@ class RolloutScheduler:
             raise ValueError(f"batch size {n} must be a positive multiple of group_size={self.group_size}")
         start = time.perf_counter()
         restarts_before = self.pool.restarts
+        infer_restarts = 0
         need = n // self.group_size
         num_groups = len(self.group_tags)
         if self.max_traj_per_env > 0 and need > num_groups * self.max_traj_per_env:
@@ -174,13 +179,16 @@ class RolloutScheduler:
                         self.on_progress(len(done_groups) * self.group_size, need * self.group_size, generated_so_far)
                     continue
                 for r in bad:
+                    if self.infer_cluster is not None and r.kind == "generation_error" and _lost_with_worker(r.detail):
+                        r.kind = "infer_worker_died"
+                        infer_restarts += self.infer_cluster.recover()
                     failures[r.kind] += 1
                     if r.kind == "worker_died":
                         self.pool.recover(r.env_id)
                     logger.warning("rollout: %s in env tag=%s seed=%s (%s); the group is re-run with a new seed",
                                    r.kind, r.tag, r.env_seed, r.detail)
-                # a dead worker's episodes are bounded by its restarts (pool.recover raises), not by max_failures
-                if sum(v for k, v in failures.items() if k != "worker_died") > max_failures:
+                # a dead worker's episodes are bounded by its restarts (recover raises), not by max_failures
+                if sum(v for k, v in failures.items() if k not in ("worker_died", "infer_worker_died")) > max_failures:
                     raise RuntimeError(f"rollout: {sum(failures.values())} failed episodes (over max_failures={max_failures}): "
                                        f"{dict(failures)}; last: {bad[-1]}")
                 # the replacement runs on the same group (same tag) with a seed no other task uses
@@ -197,6 +205,7 @@ class RolloutScheduler:
             "rollout/failures": float(sum(failures.values())),
             **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
             "rollout/env_worker_restarts": float(self.pool.restarts - restarts_before),
+            "rollout/infer_worker_restarts": float(infer_restarts),
             "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in trajs),
             "rollout/generated_tokens": float(generated),
             "rollout/generated_tokens_per_s": generated / max(elapsed, 1e-9),
@@ -216,6 +225,12 @@ def _result_of(future: cf.Future, tag: str, seed: int, env_id: int) -> list[Traj
     except Exception as exc:
         kind = "worker_died" if _is_actor_death(exc) else "worker_error"
         return EpisodeFailureResult(kind, tag, seed, f"{type(exc).__name__}: {exc}", env_id=env_id)
+
+
+def _lost_with_worker(detail: str) -> bool:
+    """Whether a generation failed because its inference worker died or is restarting (Ray's errors, or
+    the restarted worker's refusal until it has the current weights)."""
+    return any(name in detail for name in ("ActorDiedError", "ActorUnavailableError", "RayActorError", "WorkerNotRestored"))
 
 
 def _is_actor_death(exc: Exception) -> bool:
