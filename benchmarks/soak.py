@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -96,7 +97,13 @@ def main() -> None:
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
 
     pipeline.tracker.log = log_and_sample  # sample right after each step's metrics
-    pipeline.run()
+    try:
+        pipeline.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
     roles = list(pids)
     print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
           f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")

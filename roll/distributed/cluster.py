@@ -13,6 +13,7 @@ driver never has to know which strategy a role uses.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import time
 from typing import Any, Callable
@@ -26,6 +27,7 @@ from roll.utils.memory import release_free_memory
 from roll.strategies.registry import strategy_facts
 
 EXECUTORS = ("ray", "local")
+logger = logging.getLogger(__name__)
 # The once-a-step methods that allocate and free the most (batches, activations, state dicts): after
 # them a worker gives freed heap memory back to the system, so its resident size does not stay at
 # its largest step's (roll/utils/memory.py). Never after `generate`: it runs many times per step.
@@ -138,7 +140,7 @@ class Cluster:
                 raise ValueError(f"cluster {name!r}: max_restarts needs Ray and a worker without a process group")
             self.hosts = self._make_hosts(threads, num_gpus_per_worker, [
                 (worker_cls, worker_config, r, self.num_workers, kwargs) for r in range(self.num_workers)])
-            self._get_all([h.status.remote() for h in self.hosts])
+            self._log_pids()
             return
         self.hosts = self._make_hosts(threads, num_gpus_per_worker)
         if "dist_addr" in inspect.signature(worker_cls.__init__).parameters and "dist_addr" not in kwargs:
@@ -146,6 +148,12 @@ class Cluster:
         # All ranks start together: torch.distributed's rendezvous waits for every one of them.
         self._get_all([self._call_host(h, "start", worker_cls, worker_config, r, self.num_workers, kwargs)
                        for r, h in enumerate(self.hosts)])
+        self._log_pids()
+
+    def _log_pids(self) -> None:
+        """Which process is which role (to read `top`, an OOM-killer line, or to kill one on purpose)."""
+        pids = [pid for pid, _ in self._get_all([self._call_host(h, "status") for h in self.hosts])]
+        logger.info("cluster %s: ranks' pids %s", self.name, pids)
 
     def _make_hosts(self, threads: int, num_gpus: float | None, start_args: list[tuple] | None = None) -> list:
         if self.executor == "local":

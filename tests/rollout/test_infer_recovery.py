@@ -3,6 +3,7 @@ current weights back before it generates again, and the groups whose generation 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -26,8 +27,10 @@ def test_a_killed_inference_worker_restarts_with_the_current_weights(ray_session
 
     trained = {k: v + 0.01 for k, v in AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict().items()}
     infer.execute_all("update_weights", ray.put(trained), 7)  # "step 7's weights"
-    cfg = EnvManagerConfig(num_env_groups=2, group_size=2, tags=["Slow"], generating_args=greedy(8))
-    scheduler = RolloutScheduler(cfg, {"Slow": SLOW_ENV}, sequence_length=700, seed=5,
+    # long replies (128 tokens a turn) keep generation in flight long enough to kill the worker during it
+    cfg = EnvManagerConfig(num_env_groups=2, group_size=2, tags=["Slow"], generating_args=greedy(128))
+    long_replies = dataclasses.replace(SLOW_ENV, max_tokens_per_step=128)
+    scheduler = RolloutScheduler(cfg, {"Slow": long_replies}, sequence_length=700, seed=5,
                                  tokenizer_path=str(tiny_model_dir), infer=infer)
     (victim,) = ray.get([h.__ray_call__.remote(lambda host: os.getpid()) for h in infer.hosts])
     outcome: dict = {}
@@ -41,7 +44,10 @@ def test_a_killed_inference_worker_restarts_with_the_current_weights(ray_session
     try:
         thread = threading.Thread(target=rollout)
         thread.start()
-        time.sleep(2.5)  # the envs' 2 s resets are over: generation is in flight or about to be
+        deadline = time.monotonic() + 300
+        while infer.execute_rank0("get_stats")["decode_tokens"] == 0:  # wait until the worker is decoding
+            assert time.monotonic() < deadline and thread.is_alive(), "generation never started"
+            time.sleep(0.05)
         os.kill(victim, signal.SIGKILL)
         thread.join(timeout=400)
         assert not thread.is_alive(), "the rollout never finished after the inference worker was killed"
