@@ -13,7 +13,7 @@ from pathlib import Path
 from roll.distributed.rendezvous import free_address
 
 RAY = str(Path(sys.executable).parent / "ray")
-NODE_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_raylet_start_wait_time_s": "180", "RAY_USAGE_STATS_ENABLED": "0"}
+NODE_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_raylet_start_wait_time_s": "300", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def free_port() -> int:
@@ -78,6 +78,20 @@ class RayNode:
                 pass
         self.process.wait(timeout=30)
         self.log.close()
+
+
+def start_node(temp_dir: Path, address: str | None, nodes: int, attempts: int = 2) -> tuple["RayNode", list[str]]:
+    """A node that joined: (the node, the cluster's node ids once `nodes` are alive). On a loaded
+    machine Ray's own start-up can time out ("Failed to get node info"); that start is retried once
+    with fresh ports, since it is Ray's start-up, not roll, that failed."""
+    for attempt in range(attempts):
+        node = RayNode(temp_dir.with_name(f"{temp_dir.name}_{attempt}"), head_address=address)
+        try:
+            return node, node.wait_until_in_cluster(address or f"127.0.0.1:{node.port}", nodes)
+        except AssertionError:
+            node.stop()
+            if attempt == attempts - 1:
+                raise
 
 
 def processes_using(temp_dir: Path) -> list[int]:

@@ -8,18 +8,16 @@ import subprocess
 import sys
 
 from tests.conftest import REPO_ROOT
-from tests.pipeline.ray_nodes import NODE_ENV, RayNode, processes_using
+from tests.pipeline.ray_nodes import NODE_ENV, processes_using, start_node
 from tests.pipeline.test_end_to_end import CPU, overrides, read_metrics, work  # noqa: F401 (fixture)
 
 
 def test_two_steps_on_an_existing_two_node_cluster_through_ray_address(tiny_model_dir, work):
-    head = RayNode(work / "head")
+    head, _ = start_node(work / "head", None, nodes=1)
     second = None
     try:
         address = f"127.0.0.1:{head.port}"
-        head.wait_until_in_cluster(address, nodes=1)
-        second = RayNode(work / "node2", head_address=address)
-        node_ids = second.wait_until_in_cluster(address, nodes=2)
+        second, node_ids = start_node(work / "node2", address, nodes=2)
         # 8 training envs, 4 per env worker: two workers, which roll spreads over the nodes
         args = overrides(tiny_model_dir, work, max_steps=2, eval_steps="0",
                          extra={"sft_warmup.steps": "0", "train_env_manager.max_env_num_per_worker": "4"})
@@ -38,4 +36,4 @@ def test_two_steps_on_an_existing_two_node_cluster_through_ray_address(tiny_mode
     (placement,) = [line for line in output.splitlines() if "env workers by node:" in line]
     assert all(f"{node_id} x1" in placement for node_id in node_ids), (placement, node_ids)
     assert [r["step"] for r in read_metrics(work) if "actor/pg_loss" in r] == [1, 2]
-    assert not processes_using(work / "head") and not processes_using(work / "node2")  # both nodes are gone
+    assert not processes_using(head.temp_dir) and not processes_using(second.temp_dir)  # both nodes are gone
