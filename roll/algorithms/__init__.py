@@ -31,6 +31,7 @@ from roll.algorithms.losses import (
     value_loss,
 )
 from roll.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
+from roll.algorithms.step_advantages import StepCreditOptions, step_credit_metrics
 from roll.algorithms.rewards import (
     NORM_METHODS,
     NORM_TYPES,
@@ -48,6 +49,7 @@ __all__ = [
     "LOSS_AGG_MODES",
     "NORM_METHODS",
     "NORM_TYPES",
+    "StepCreditOptions",
     "AdaptiveKLController",
     "FixedKLController",
     "agg_denominators",
@@ -75,6 +77,7 @@ __all__ = [
     "register_kl_kind",
     "register_loss_agg_mode",
     "register_norm_method",
+    "step_credit_metrics",
     "token_level_rewards",
     "value_loss",
 ]

@@ -17,7 +17,7 @@ ended: V = 0 there. Rewards and values at non-response positions are ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -44,6 +44,9 @@ class AdvantageInputs:
       clipping (the number `token_rewards` carries on its last response token).
     - `meta`: the batch's per-trajectory plain values, each a list of B entries: `traj_group_id`
       (trajectories of one GRPO group share it), `tag` (the env's name in custom_envs), `env_id`, …
+    - `options`: config values an estimator reads beyond γ and λ, by name (the step-level ones read
+      `step_reward_gamma`, `episode_reward_weight`, `step_reward_weight` and the reward
+      normalisation's `norm_method`, `norm_mean_type`, `norm_std_type`, `norm_grouping`).
     """
 
     token_rewards: Tensor
@@ -53,6 +56,7 @@ class AdvantageInputs:
     values: Tensor | None = None
     response_level_rewards: Tensor | None = None
     meta: dict[str, list] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 # An estimator returns (advantages, returns), both [B, L]; values off the response tokens are ignored.
@@ -64,21 +68,24 @@ class AdvantageEstimator:
     name: str
     fn: EstimatorFn
     needs_values: bool  # True: the pipeline trains a critic and passes its values
+    needs_step_samples: bool = False  # True: every sample must be one turn (a step-wise env manager)
 
 
 ADV_ESTIMATORS: Registry[AdvantageEstimator] = Registry("adv_estimator")
 
 
-def register_adv_estimator(name: str, *, needs_values: bool = False, replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
+def register_adv_estimator(name: str, *, needs_values: bool = False, needs_step_samples: bool = False,
+                           replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering `fn(inputs: AdvantageInputs) -> (advantages, returns)` as `adv_estimator: name`.
 
-    `needs_values=True` makes the pipeline run a critic (as for `gae`). Register in a module that the
-    driver imports before the config is validated (e.g. the module of your pipeline or env); see
-    docs/algorithms.md.
+    `needs_values=True` makes the pipeline run a critic (as for `gae`). `needs_step_samples=True`
+    makes config validation require a step-wise env manager for every training env (as for `gigpo`).
+    Register in a module that the driver imports before the config is validated (e.g. the module of
+    your pipeline or env); see docs/algorithms.md.
     """
 
     def decorate(fn: EstimatorFn) -> EstimatorFn:
-        ADV_ESTIMATORS.add(name, AdvantageEstimator(name, fn, needs_values), replace=replace)
+        ADV_ESTIMATORS.add(name, AdvantageEstimator(name, fn, needs_values, needs_step_samples), replace=replace)
         return fn
 
     return decorate
@@ -183,6 +190,7 @@ def compute_advantages(
     whiten_rewards: bool = False,
     response_level_rewards: Tensor | None = None,
     meta: dict[str, list] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Advantages and returns from the registered estimator named `estimator` (gae, reinforce, grpo, …).
 
@@ -196,7 +204,8 @@ def compute_advantages(
         raise ValueError(f"adv_estimator {estimator!r} needs critic values; pass values=")
     if whiten_rewards:
         token_rewards = masked_whiten(token_rewards, response_mask, shift_mean=False)
-    inputs = AdvantageInputs(token_rewards, response_mask, gamma, lambd, values, response_level_rewards, dict(meta or {}))
+    inputs = AdvantageInputs(token_rewards, response_mask, gamma, lambd, values, response_level_rewards,
+                             dict(meta or {}), dict(options or {}))
     advantages, returns = entry.fn(inputs)
     if whiten:
         advantages = masked_whiten(advantages, response_mask)

@@ -101,10 +101,6 @@ TOP_LEVEL: dict[str, RollKey] = {
         "train-inference correction (IS weights, ratio/diff filters) is not implemented in roll yet; remove "
         "train_infer_correction (roll's infer and train log-probs come from the same transformers forward)"),
     # ROLL's AgenticConfig
-    "batch_adjust_mode": RollKey("roll's rollout returns exactly rollout_batch_size trajectories, so no batch needs adjusting"),
-    "episode_reward_weight": RollKey("used by GiGPO, which roll does not implement yet"),
-    "step_reward_weight": RollKey("used by GiGPO, which roll does not implement yet"),
-    "step_reward_gamma": RollKey("used by GiGPO and step_reinforce, which roll does not implement yet"),
     "ratio_type": RollKey("roll's PPO ratio is per token", _is("token"),
                           "ratio_type: segment is not implemented in roll yet; use token"),
     "parse_tool_call_parameter_to_dict": RollKey("roll's envs receive the model's text and parse actions themselves"),
@@ -180,7 +176,6 @@ DATA: dict[str, RollKey] = {
 
 CUSTOM_ENV: dict[str, RollKey] = {
     "use_thread_lock": RollKey("roll steps each env in its own episode loop"),
-    "history_length": RollKey("roll's env managers keep the whole conversation"),
     "tool_wrapper": RollKey("roll's envs have no tool wrappers", _falsy,
                             "tool wrappers are not implemented in roll's env managers; remove tool_wrapper"),
     "pre_step_template": RollKey("roll's env managers render each turn with agent_template"),
@@ -218,14 +213,7 @@ SECTIONS: dict[str, dict[str, RollKey] | Callable[[], dict[str, RollKey]]] = {
 }
 
 # Values ROLL accepts for keys roll implements, but that roll cannot compute yet: refused by name.
-REFUSED_VALUES: dict[str, dict[Any, str]] = {
-    "adv_estimator": {
-        "gigpo": "gigpo is not implemented in roll yet; use adv_estimator: grpo (with "
-                 "reward_normalization grouping traj_group_id) for a group baseline without step credit",
-        "step_reinforce": "step_reinforce is not implemented in roll yet; use adv_estimator: reinforce or grpo",
-        "agentic_reinforce": "agentic_reinforce is not implemented in roll yet; use adv_estimator: reinforce or grpo",
-    },
-}
+REFUSED_VALUES: dict[str, dict[Any, str]] = {}
 
 
 # Fields roll's dataclasses carry (so ROLL's configs load) whose values roll does not act on: `inert`

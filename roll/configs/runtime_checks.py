@@ -148,6 +148,7 @@ def check_rollout_mock(config: "AgenticConfig") -> None:
 def check_first_prompts(config: "AgenticConfig") -> None:
     """Each env's first prompt (system + instruction + first observation, through the chat template)
     must leave room below sequence_length for a response."""
+    from hydra.utils import get_class
     from transformers import AutoTokenizer
 
     from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
@@ -158,8 +159,12 @@ def check_first_prompts(config: "AgenticConfig") -> None:
     for manager_config in (config.train_env_manager, config.val_env_manager):
         for tag in [t for t in manager_config.tags if t not in checked]:
             checked.add(tag)
-            manager = TrajEnvManager(tag, config.custom_envs[tag], manager_config, tokenizer, proxy=None,
-                                     sequence_length=config.sequence_length)
+            # the configured manager builds the prompt (step-wise managers use their own template fields)
+            manager_cls = get_class(config.custom_envs[tag].env_manager_cls)
+            if not (isinstance(manager_cls, type) and issubclass(manager_cls, TrajEnvManager)):
+                manager_cls = TrajEnvManager
+            manager = manager_cls(tag, config.custom_envs[tag], manager_config, tokenizer, proxy=None,
+                                  sequence_length=config.sequence_length)
             length = _first_prompt_length(manager, config.seed, ChatTokens(tokenizer))
             if length >= config.sequence_length:
                 raise ConfigError(
@@ -178,9 +183,7 @@ def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
     try:
         observation, info = env.reset(seed)
         instruction = manager.spec.env_instruction or info.get("env_instruction", "")
-        first_user = (instruction + "\n" if instruction else "") + manager._prompt(observation, 0)
-        messages = [{"role": "system", "content": manager.spec.agent_system_template}, {"role": "user", "content": first_user}]
-        return len(chat.start(messages))
+        return len(chat.start(manager.first_messages(instruction, observation)))
     finally:
         close = getattr(env, "close", None)
         if callable(close):

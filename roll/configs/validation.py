@@ -38,6 +38,7 @@ def validate(config: "AgenticConfig") -> None:
     # estimator, a KL kind, ...) the choice checks then accept like built-in names
     _check_custom_envs(config)
     _check_choices(config)
+    _check_step_credit(config)
     _check_ranges(config)
     _check_deepspeed(config)
     _fill_worker_defaults(config)
@@ -85,6 +86,32 @@ def _check_choices(config: "AgenticConfig") -> None:
                 f"{role}.training_args.lr_scheduler_type: {worker.training_args.lr_scheduler_type!r} is not one of "
                 f"{list(LR_SCHEDULERS)}.{did_you_mean(worker.training_args.lr_scheduler_type, LR_SCHEDULERS)}"
             )
+
+
+def _check_step_credit(config: "AgenticConfig") -> None:
+    """An estimator registered with needs_step_samples (gigpo, step_reinforce) gets one sample per turn
+    from every training env, and the step-credit settings are in range."""
+    from hydra.utils import get_class
+
+    from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
+
+    if config.batch_adjust_mode not in BATCH_ADJUST_MODES:
+        raise ConfigError(f"batch_adjust_mode: {config.batch_adjust_mode!r} is not one of {list(BATCH_ADJUST_MODES)}."
+                          f"{did_you_mean(str(config.batch_adjust_mode), [m for m in BATCH_ADJUST_MODES if m])}")
+    _require(0.0 <= config.step_reward_gamma <= 1.0, f"step_reward_gamma must be in [0, 1], got {config.step_reward_gamma}")
+    if not ADV_ESTIMATORS.get(config.adv_estimator).needs_step_samples:
+        return
+    _require(not config.whiten_rewards, f"whiten_rewards rescales the episode reward that adv_estimator: "
+             f"{config.adv_estimator} replaces with its own step-level reward; set whiten_rewards: false "
+             f"(whiten_advantages still applies)")
+    for tag in config.train_env_manager.tags:
+        spec = config.custom_envs.get(tag)
+        if spec is not None and not getattr(get_class(spec.env_manager_cls), "step_samples", False):
+            raise ConfigError(
+                f"adv_estimator: {config.adv_estimator} trains on step samples (one per turn), but "
+                f"custom_envs.{tag}.env_manager_cls is {spec.env_manager_cls}, which makes one sample per episode. "
+                f"Set it to roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager, or use adv_estimator: "
+                f"grpo or agentic_reinforce.")
 
 
 def _check_deepspeed(config: "AgenticConfig") -> None:
@@ -161,6 +188,7 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_type: {error}") from None
         _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
+        _require(spec.history_length >= 0, f"{where}.history_length must be >= 0, got {spec.history_length}")
         _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
         _require(isinstance(spec.agent_template, str) and bool(spec.agent_template),
                  f"{where}.agent_template must be a non-empty string, got {spec.agent_template!r}")

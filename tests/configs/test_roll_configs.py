@@ -25,8 +25,6 @@ EXPECTED_REFUSALS = {
     "agent_val_frozen_lake-pg_var_is_correct": "train-inference correction",
     "agent_val_frozen_lake_async": "async training",
     "agent_val_frozen_lake_async_amd": "async training",
-    "agent_val_frozen_lake_gigpo": "adv_estimator: gigpo is not implemented in roll yet",
-    "agentic_val_sokoban_gigpo": "adv_estimator: gigpo is not implemented in roll yet",
     "agentic_val_sokoban_native": "async training",
     "agentic_val_sokoban_sandbox": "'sokoban_sandbox' is not an env roll bundles",
     "agentic_val_sokoban_agent_runner": "agent runners are not implemented in roll yet",

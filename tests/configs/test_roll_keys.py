@@ -29,7 +29,10 @@ def test_a_roll_key_without_effect_loads_with_one_warning(caplog):
 @pytest.mark.parametrize("override,message", [
     ("++async_generation_ratio=0.5", "async_generation_ratio: 0.5 is not supported: async training"),
     ("++actor_train.pg_variant=topr", "actor_train.pg_variant: 'topr' is not supported"),
-    ("adv_estimator=gigpo", "adv_estimator: gigpo is not implemented in roll yet"),
+    ("adv_estimator=gigpo", "but custom_envs.FrozenLakeCPU.env_manager_cls is roll.pipeline.agentic.env_manager."
+                            "traj_env_manager.TrajEnvManager, which makes one sample per episode"),
+    ("++batch_adjust_mode=copies", "batch_adjust_mode: 'copies' is not one of"),
+    ("++step_reward_gamma=1.5", "step_reward_gamma must be in"),
     ("++actor_infer.generating_args.num_beams=4", "num_beams: 4 is not supported: beam search"),
 ])
 def test_a_value_roll_cannot_honour_is_refused_by_name(override, message):

@@ -83,3 +83,15 @@ def test_rollout_metrics_are_per_tag_means():
     assert metrics["val/env/A/success"] == 0.5 and metrics["val/env/B/success"] == 0.5
     assert metrics["val/env/A/score"] == 0.5 and metrics["val/env/A/response_length"] == 3.0
     assert metrics["val/env/B/response_length"] == 2.0
+
+
+def test_rollout_metrics_count_each_episode_of_step_samples_once():
+    turn = TokenBuffer()
+    turn.add_response([1, 2], [-1.0, -1.0])
+    # a 3-turn episode that succeeded (3 step samples) and a 1-turn episode that failed
+    won = [sample(turn, score=1.0, traj_id="g0-0", step_index=t, state_key=f"s{t}") for t in range(3)]
+    lost = [sample(turn, score=0.0, env_metrics={"success": 0.0, "num_actions": 1.0}, traj_id="g0-1", step_index=0,
+                   state_key="s0")]
+    metrics = rollout_metrics(won + lost)
+    assert metrics["env/A/success"] == 0.5 and metrics["env/A/score"] == 0.5  # per episode, not 3 to 1
+    assert metrics["env/A/response_length"] == 2.0

@@ -157,13 +157,22 @@ def test_weight_update_changes_greedy_outputs_and_the_version_then_restores(qwen
     assert restored.output_ids == before.output_ids and restored.weight_version == 2
 
 
-def test_strategy_config_keys_are_honoured_or_reported(vllm_qwen_dir):
-    from roll.strategies.vllm_infer import engine_kwargs
+def test_strategy_config_keys_are_honoured_or_reported(vllm_qwen_dir, tmp_path):
+    from roll.models.tiny import build_tiny_model
+    from roll.strategies.vllm_infer import VLLMInferStrategy, engine_kwargs
 
     passed, ignored = engine_kwargs({"block_size": 32, "gpu_memory_utilization": 0.8, "load_format": "auto",
                                      "max_model_len": 1024}, cuda=False)
     assert passed["block_size"] == 32 and passed["load_format"] == "auto" and passed["max_model_len"] == 1024
     assert "gpu_memory_utilization" in ignored and "gpu_memory_utilization" not in passed
+    # a model whose heads vLLM's CPU attention cannot take is refused before the engine starts
+    narrow = build_tiny_model(tmp_path / "narrow", hidden_size=64)  # 4 heads of 16
+    with pytest.raises(ValueError, match="attention heads of size 16; vLLM's CPU attention needs 32"):
+        VLLMInferStrategy(narrow)
+    # the guide config's block_size 16 (a GPU value) becomes the CPU attention's multiple of 32
+    passed, ignored = engine_kwargs({"block_size": 16}, cuda=False)
+    assert passed["block_size"] == 32 and "roll passes block_size=32 instead of 16" in ignored["block_size"]
+    assert engine_kwargs({"block_size": 16}, cuda=True)[0]["block_size"] == 16
     with pytest.raises(ValueError, match="strategy_config.gpu_memory_utilisation: not a vLLM engine argument"):
         engine_kwargs({"gpu_memory_utilisation": 0.8}, cuda=False)
 

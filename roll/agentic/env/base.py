@@ -209,6 +209,12 @@ class BaseEnv(ABC):
     def default_instruction(self) -> str:
         """Rules of the game, used when ``env_config.env_instruction`` is not set."""
 
+    def state_key(self) -> str:
+        """A string that is equal for two moments of play exactly when the game is in the same state:
+        step-level credit (GiGPO's anchor states) groups turns by it. Default: the observation text,
+        right for envs whose observation shows the whole state; override it where it does not."""
+        return self.render()
+
     def state_metrics(self) -> dict[str, float]:
         """Env-specific metrics of the current state, reported on every step (valid or not) so that
         every step carries the same keys; declare each in ``extra_metrics_agg_mode``."""

@@ -17,6 +17,7 @@ from roll.algorithms import (
     masked_mean,
     masked_whiten,
     normalize_rewards,
+    step_credit_metrics,
     token_level_rewards,
 )
 from roll.data.batch import Batch
@@ -65,7 +66,7 @@ def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -
     advantages, returns = compute_advantages(
         config.adv_estimator, token_rewards, mask, config.gamma, config.lambd,
         values=batch.tensors.get("values"), whiten=config.whiten_advantages, clip=config.advantage_clip,
-        response_level_rewards=rewards, meta=batch.meta,
+        response_level_rewards=rewards, meta=batch.meta, options=estimator_options(config),
     )
     batch.tensors.update(response_level_rewards=rewards, token_level_rewards=token_rewards, advantages=advantages, returns=returns)
     metrics.update(_stats("critic/score", batch["scores"].float()))
@@ -75,7 +76,19 @@ def compute_advantage_step(batch: Batch, config: "BaseConfig", kl_coef: float) -
     if "values" in batch:
         metrics.update(_stats("critic/values", batch["values"][mask.bool()]))
     metrics["critic/kl_coef"] = kl_coef
+    metrics.update(step_credit_metrics(batch.meta, advantages, mask))
     return metrics
+
+
+def estimator_options(config: "BaseConfig") -> dict:
+    """The config values estimators read beyond γ and λ (AdvantageInputs.options)."""
+    norm = config.reward_normalization
+    options = {"norm_method": norm.method, "norm_mean_type": norm.norm_mean_type, "norm_std_type": norm.norm_std_type,
+               "norm_grouping": norm.grouping}
+    for key in ("step_reward_gamma", "episode_reward_weight", "step_reward_weight"):
+        if hasattr(config, key):
+            options[key] = getattr(config, key)
+    return options
 
 
 def _stats(prefix: str, x: torch.Tensor) -> dict[str, float]:

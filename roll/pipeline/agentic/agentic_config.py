@@ -47,6 +47,9 @@ class CustomEnvConfig:
     env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
     agent_runner_cls: str | None = None
     max_env_step_concurrent: int | None = None
+    # step-wise env managers (StepEnvManager): how many earlier (observation, reply) pairs each turn's
+    # prompt shows; the trajectory-wise managers keep the whole conversation and ignore it
+    history_length: int = 5
     ALIASES: ClassVar[dict[str, str]] = {"max_actions_per_traj": "max_steps", "max_steps_per_traj": "max_steps"}
     ROLL_KEYS_WITHOUT_EFFECT: ClassVar[dict[str, str]] = {
         "use_thread_lock": "roll steps each env in its own episode loop",
@@ -96,6 +99,15 @@ class AgenticConfig(BaseConfig):
     sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
     report: ReportConfig = field(default_factory=ReportConfig)  # saved trajectories, report.html, progress lines
     alarms: AlarmConfig = field(default_factory=AlarmConfig)  # collapse alarm thresholds
+
+    # step-level credit (docs/algorithms.md): read by adv_estimator gigpo and step_reinforce
+    step_reward_gamma: float = 0.95  # discount of the per-turn env rewards in a step return
+    episode_reward_weight: float = 1.0  # GiGPO: weight of the episode-level group advantage
+    step_reward_weight: float = 1.0  # GiGPO: weight of the step-level anchor-state advantage
+    # Make the number of training samples a multiple of actor_train's optimizer batch (mini_batch_size
+    # × ranks): copy | delete | auto | random_sample (batch_adjust.py); None trains on every sample as
+    # it is (the last mini-batch may be smaller). Step-wise rollouts give a varying count.
+    batch_adjust_mode: str | None = None
 
     # Top-level names that ROLL's envs files define only to be interpolated elsewhere
     # (e.g. `max_steps: ${max_actions_per_traj}`); they are YAML variables, not settings.

@@ -7,6 +7,7 @@ log-probs and values, train on a batch, save and load.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.batch_adjust import adjusted_indices, take_rows, train_multiple
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
@@ -82,9 +84,14 @@ class AgenticPipeline:
                 with self.timer(metrics, "time/step_rollout"):
                     batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
                 metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
+                # batch_adjust_mode: which samples train, fixed now so scoring knows the training batch size
+                train_rows = adjusted_indices(len(batch), self.train_multiple(), config.batch_adjust_mode,
+                                              random.Random(config.seed + step))
                 with self.timer(metrics, "time/step_logprobs"):
-                    self.score(batch)
+                    self.score(batch, train_size=len(train_rows))
                 metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
+                batch, adjust_metrics = take_rows(batch, train_rows)
+                metrics.update(adjust_metrics)
                 with self.timer(metrics, "time/step_train"):
                     metrics.update(self.train(batch, step))
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
@@ -118,10 +125,11 @@ class AgenticPipeline:
         self.recorder.save(batch, step, "val")
         return metrics
 
-    def score(self, batch: Batch) -> None:
-        """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values."""
+    def score(self, batch: Batch, train_size: int | None = None) -> None:
+        """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values.
+        `train_size`: the samples the actor will train on, when batch_adjust_mode changes the count."""
         inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
-        if self.needs_old_logprobs(len(batch)):
+        if self.needs_old_logprobs(train_size or len(batch)):
             batch.tensors["old_logprobs"] = self.actor_train.dispatch_batch("compute_log_probs", inputs)["logprobs"]
         if self.reference is not None:
             batch.tensors["ref_logprobs"] = self.reference.dispatch_batch("compute_log_probs", inputs)["logprobs"]
@@ -136,6 +144,13 @@ class AgenticPipeline:
         per_rank = -(-batch_size // self.actor_train.num_workers)
         single_update = is_single_update(per_rank, config.ppo_epochs, config.actor_train.training_args.mini_batch_size)
         return not single_update or (config.add_token_level_kl and self.reference is not None)
+
+    def train_multiple(self) -> int:
+        """The sample count whose multiples give every trained role full mini-batches (batch_adjust_mode)."""
+        roles = [(self.actor_train, self.config.actor_train)]
+        if self.critic is not None:
+            roles.append((self.critic, self.config.critic))
+        return train_multiple([cluster.num_workers * cfg.training_args.mini_batch_size for cluster, cfg in roles])
 
     def train(self, batch: Batch, step: int) -> dict[str, float]:
         """SPEC §4.9: critic update, then the actor once past critic_warmup."""

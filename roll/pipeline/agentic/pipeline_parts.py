@@ -33,7 +33,9 @@ def build_kl_controller(config: "AgenticConfig"):
 
 def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
     """Optimizer steps the whole run takes on one rank: the lr schedule's length."""
-    per_rank = math.ceil(config.rollout_batch_size / worker.num_workers)
+    from roll.pipeline.agentic.batch_adjust import max_samples_per_batch
+
+    per_rank = math.ceil(max_samples_per_batch(config) / worker.num_workers)
     return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / worker.training_args.mini_batch_size))
 
 

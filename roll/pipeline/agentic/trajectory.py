@@ -59,9 +59,11 @@ class Trajectory:
         response_mask: `[L]` 1 on generated tokens (what the loss trains), 0 elsewhere.
         infer_logprobs: `[L]` the generating policy's log-prob of each generated token, 0.0 elsewhere.
         score: the episode's score, the sum of `step_rewards` (what reward normalisation reads).
-        step_rewards: `[T]` the env's reward for each turn.
-        actions: `[T]` the model's text of each turn as the env received it.
-        messages: the chat messages `[{"role", "content"}]` the ids render (system, user, assistant ...).
+        step_rewards: `[T]` the env's reward for each turn of the episode (a step sample carries the
+            whole episode's, so its own turn's is `step_rewards[step_index]`).
+        actions: `[T]` the model's text of each turn of the episode as the env received it.
+        messages: the chat messages `[{"role", "content"}]` the ids render (system, user, assistant ...);
+            for a step sample, that turn's chat.
         env_metrics: episode metrics by name (success, action_is_valid, num_actions, env-specific
             ones), each aggregated over the turns by the env's `metrics_agg_mode`.
         tag: the `custom_envs` key of the env that played it.

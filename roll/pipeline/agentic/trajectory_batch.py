@@ -45,16 +45,19 @@ def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
 
 
 def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, float]:
-    """Per-tag means of every env metric (ROLL's names: env/{tag}/success, …) plus scores and lengths."""
+    """Per-tag means of every env metric (ROLL's names: env/{tag}/success, …) plus scores and lengths.
+    Env metrics and scores are per episode: the step samples of one episode (same traj_id, a
+    step_index) count once; response_length is per sample."""
     by_tag: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
         by_tag[t.tag].append(t)
     out: dict[str, float] = {}
     for tag, items in by_tag.items():
-        keys = {k for t in items for k in t.env_metrics}
+        episodes = list({(t.traj_id if t.step_index is not None and t.traj_id else id(t)): t for t in items}.values())
+        keys = {k for t in episodes for k in t.env_metrics}
         for key in sorted(keys):
-            values = [t.env_metrics[key] for t in items if key in t.env_metrics]
+            values = [t.env_metrics[key] for t in episodes if key in t.env_metrics]
             out[f"{prefix}/{tag}/{key}"] = sum(values) / len(values)
-        out[f"{prefix}/{tag}/score"] = sum(t.score for t in items) / len(items)
+        out[f"{prefix}/{tag}/score"] = sum(t.score for t in episodes) / len(episodes)
         out[f"{prefix}/{tag}/response_length"] = sum(sum(t.response_mask) for t in items) / len(items)
     return out

@@ -117,6 +117,10 @@ class FrozenLakeEnv(BaseEnv):
     def is_success(self) -> bool:
         return bool(self.desc) and self.desc[self.player[0]][self.player[1]] == "G"
 
+    def state_key(self) -> str:
+        # the map and the player's cell are the whole state (slipping is the env's randomness, not state)
+        return f"{'/'.join(self.desc)}@{self.player[0]},{self.player[1]}"
+
     def render(self) -> str:
         lookup = self.config.grid_lookup
         code = {"S": FROZEN, "F": FROZEN, "H": HOLE, "G": GOAL}

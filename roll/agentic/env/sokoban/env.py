@@ -92,6 +92,10 @@ class SokobanEnv(BaseEnv):
             grid.append(row)
         return grid
 
+    def state_key(self) -> str:
+        # walls and targets fixed by the seed, plus where the player and the boxes are now
+        return f"{self.fixed}|{sorted(self.targets)}|{self.player}|{sorted(self.boxes)}"
+
     def render(self) -> str:
         if not self.fixed:
             return ""

@@ -119,6 +119,11 @@ class TrajEnvManager:
         """Ids of the message that carries `observation` (from the step that returned `info`)."""
         return chat.next_prompt(self._prompt(observation, turn))
 
+    def first_messages(self, instruction: str, observation: str) -> list[dict[str, str]]:
+        """The chat of the episode's first turn (system, then instruction + first observation)."""
+        first_user = (instruction + "\n" if instruction else "") + self._prompt(observation, 0)
+        return [{"role": "system", "content": self.spec.agent_system_template}, {"role": "user", "content": first_user}]
+
     def run_episode(self, seed: int, episode_key: str = "0") -> list[Trajectory]:
         """Plays one episode from `seed`; returns it as one Trajectory."""
         if self.env is None:
@@ -126,10 +131,8 @@ class TrajEnvManager:
         observation, info = self._env_call("reset", seed, self.env.reset, seed)
         instruction = self.spec.env_instruction or info.get("env_instruction", "")
         chat = self._new_chat()
-        first_user = (instruction + "\n" if instruction else "") + self._prompt(observation, 0)
         tokens = TokenBuffer()
-        tokens.add_prompt(chat.start([{"role": "system", "content": self.spec.agent_system_template},
-                                      {"role": "user", "content": first_user}]))
+        tokens.add_prompt(chat.start(self.first_messages(instruction, observation)))
         if len(tokens) >= self.sequence_length:
             raise ValueError(f"the first prompt of env {self.tag} has {len(tokens)} tokens, not below sequence_length={self.sequence_length}")
         session_id = f"{self.session_prefix}-{episode_key}"

@@ -1,0 +1,204 @@
+"""Step-level credit: the `gigpo`, `step_reinforce` and `agentic_reinforce` advantage estimators.
+
+`gigpo` and `step_reinforce` train on step samples: one sample per turn, as the step-wise env
+manager (roll/pipeline/agentic/env_manager/step_env_manager.py) makes them. Each sample's batch meta
+carries `traj_id` (its episode), `traj_group_id` (its GRPO group), `step_index` (which turn, from 0),
+`state_key` (the env state the turn acted in) and `step_rewards` (the env reward of every turn of
+its episode). From these:
+
+- the discounted step return of turn t: R_t = Σ_{k ≥ t} γ_s^(k−t) r_k, with γ_s = `step_reward_gamma`;
+- `step_reinforce`: the response-level reward of a sample is R_t normalised within its reward group
+  (`reward_normalization.grouping`, with its `method`);
+- `gigpo` (Feng et al. 2025, arXiv 2505.10978): w_e · Â_episode + w_s · Â_step, where Â_episode is
+  the episode score normalised among the episodes of its GRPO group (each episode counted once,
+  whatever its length) and Â_step is R_t normalised within its anchor group: the samples of the same
+  GRPO group that acted in the same env state (same `state_key`). A state seen once gives Â_step = 0.
+
+Both place that reward on the sample's last response token (any token-level KL penalty stays where
+it was) and take the discounted return over the response tokens with `gamma`, as `reinforce` does.
+
+`agentic_reinforce` works on any sample, whole trajectories included: each response segment (one
+turn's reply) gets one value, the segment's reward plus γ times the next segment's value, so the
+discount is per turn, not per token.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from roll.algorithms.advantages import AdvantageInputs, compute_discounted_returns, register_adv_estimator
+from roll.algorithms.rewards import normalize_rewards, token_level_rewards
+
+STEP_META = ("traj_id", "traj_group_id", "step_index", "state_key", "step_rewards")
+
+
+@dataclass(frozen=True)
+class StepCreditOptions:
+    """The config values the step-level estimators read (ROLL's defaults)."""
+
+    step_reward_gamma: float = 0.95
+    episode_reward_weight: float = 1.0
+    step_reward_weight: float = 1.0
+    norm_method: str = "mean_std"
+    norm_mean_type: str | None = None
+    norm_std_type: str | None = None
+    norm_grouping: str = "traj_group_id"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "StepCreditOptions":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in options.items() if k in known})
+
+    def normalize(self, values: Tensor, groups: Sequence[Hashable]) -> Tensor:
+        return normalize_rewards(values, groups, self.norm_method, self.norm_mean_type, self.norm_std_type)
+
+
+def discounted_step_return(step_rewards: Sequence[float], step_index: int, gamma: float) -> float:
+    """R_t = Σ_{k ≥ t} γ^(k−t) r_k: what the episode earned from turn `step_index` on."""
+    if not 0 <= step_index < len(step_rewards):
+        raise ValueError(f"step_index {step_index} is outside an episode of {len(step_rewards)} turns")
+    total = 0.0
+    for reward in reversed(step_rewards[step_index:]):
+        total = float(reward) + gamma * total
+    return total
+
+
+def step_returns(step_rewards: Sequence[Sequence[float]], step_index: Sequence[int], gamma: float) -> Tensor:
+    """`[B]` float64: each step sample's discounted step return."""
+    return torch.tensor([discounted_step_return(r, t, gamma) for r, t in zip(step_rewards, step_index)],
+                        dtype=torch.float64)
+
+
+def episode_normalized(scores: Tensor, traj_ids: Sequence[Hashable], group_ids: Sequence[Hashable],
+                       options: StepCreditOptions) -> Tensor:
+    """`[B]`: each sample's episode score normalised among the episodes of its group, one value per
+    episode (an episode of 8 turns weighs no more than one of 2)."""
+    first: dict[Hashable, int] = {}
+    for i, traj in enumerate(traj_ids):
+        first.setdefault(traj, i)
+    rows = list(first.values())
+    per_episode = options.normalize(scores.to(torch.float64)[rows], [group_ids[i] for i in rows])
+    position = {traj: k for k, traj in enumerate(first)}
+    return per_episode[[position[traj] for traj in traj_ids]]
+
+
+def anchor_groups(group_ids: Sequence[Hashable], state_keys: Sequence[Hashable]) -> list[tuple[Hashable, Hashable]]:
+    """GiGPO's anchor-state group of each step sample: its GRPO group and the state it acted in."""
+    return list(zip(group_ids, state_keys))
+
+
+def gigpo_rewards(scores: Tensor, returns: Tensor, traj_ids: Sequence[Hashable], group_ids: Sequence[Hashable],
+                  state_keys: Sequence[Hashable], options: StepCreditOptions) -> tuple[Tensor, Tensor, Tensor]:
+    """(w_e · Â_episode + w_s · Â_step, Â_episode, Â_step), each `[B]` float64 (module docstring)."""
+    episode = episode_normalized(scores, traj_ids, group_ids, options)
+    step = options.normalize(returns.to(torch.float64), anchor_groups(group_ids, state_keys))
+    return options.episode_reward_weight * episode + options.step_reward_weight * step, episode, step
+
+
+def segment_returns(token_rewards: Tensor, response_mask: Tensor, gamma: float) -> Tensor:
+    """`[B, L]`: every token of response segment k gets G_k = S_k + γ G_{k+1}, where S_k is the sum of
+    the segment's token rewards and segments are maximal runs of response tokens; 0 elsewhere."""
+    is_response = response_mask != 0
+    before = torch.nn.functional.pad(is_response[:, :-1], (1, 0), value=False)
+    starts = is_response & ~before
+    segment = torch.where(is_response, starts.long().cumsum(-1), torch.zeros_like(starts, dtype=torch.long))
+    count = int(segment.max()) if segment.numel() else 0
+    sums = torch.zeros(token_rewards.shape[0], count + 1, dtype=torch.float64, device=token_rewards.device)
+    sums.scatter_add_(1, segment, torch.where(is_response, token_rewards.to(torch.float64), torch.zeros((), dtype=torch.float64)))
+    values = torch.zeros_like(sums)
+    running = torch.zeros_like(sums[:, 0])
+    for k in range(count, 0, -1):  # a row with fewer segments has zero sums past its last: no effect
+        running = sums[:, k] + gamma * running
+        values[:, k] = running
+    out = values.gather(1, segment)
+    return torch.where(is_response, out, torch.zeros_like(out)).to(token_rewards.dtype)
+
+
+def _step_meta(inputs: AdvantageInputs, estimator: str) -> dict[str, list]:
+    missing = [k for k in STEP_META if k not in inputs.meta]
+    if missing or any(t is None for t in inputs.meta["step_index"]) or any(s is None for s in inputs.meta["state_key"]):
+        raise ValueError(
+            f"adv_estimator {estimator!r} trains on step samples (one per turn, with step_index and state_key), "
+            "but this batch has whole trajectories; set custom_envs.<tag>.env_manager_cls to "
+            "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager")
+    return inputs.meta
+
+
+def _reinforce_on(inputs: AdvantageInputs, response_level: Tensor) -> tuple[Tensor, Tensor]:
+    """Advantages and returns with `response_level` in place of the episode reward the pipeline put on
+    each last response token (the token-level KL penalty, if any, is kept)."""
+    if inputs.response_level_rewards is None:
+        raise ValueError("step-level estimators need response_level_rewards (the reward on each last response token)")
+    mask = inputs.response_mask
+    placed = token_level_rewards(inputs.response_level_rewards.to(inputs.token_rewards.dtype), mask)
+    token_rewards = inputs.token_rewards - placed + token_level_rewards(response_level.to(inputs.token_rewards.dtype), mask)
+    returns = compute_discounted_returns(token_rewards, mask, inputs.gamma)
+    return returns, returns
+
+
+@register_adv_estimator("gigpo", needs_step_samples=True)
+def gigpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """GiGPO: episode-level group advantage plus step-level anchor-state advantage."""
+    meta = _step_meta(inputs, "gigpo")
+    options = StepCreditOptions.from_options(inputs.options)
+    returns = step_returns(meta["step_rewards"], meta["step_index"], options.step_reward_gamma)
+    scores = torch.tensor([float(sum(r)) for r in meta["step_rewards"]], dtype=torch.float64)
+    combined, _, _ = gigpo_rewards(scores, returns, meta["traj_id"], meta["traj_group_id"], meta["state_key"], options)
+    return _reinforce_on(inputs, combined)
+
+
+@register_adv_estimator("step_reinforce", needs_step_samples=True)
+def step_reinforce_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """The discounted step return, normalised within the reward-normalisation groups."""
+    meta = _step_meta(inputs, "step_reinforce")
+    options = StepCreditOptions.from_options(inputs.options)
+    returns = step_returns(meta["step_rewards"], meta["step_index"], options.step_reward_gamma)
+    if options.norm_grouping == "batch":
+        groups: list = [0] * len(returns)
+    else:
+        key = "tag" if options.norm_grouping in ("tags", "tag") else options.norm_grouping
+        if key not in meta:
+            raise KeyError(f"reward_normalization.grouping {options.norm_grouping!r}: samples carry no {key!r}")
+        groups = list(meta[key])
+    return _reinforce_on(inputs, options.normalize(returns, groups))
+
+
+@register_adv_estimator("agentic_reinforce")
+def agentic_reinforce_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """Reinforce with one value per turn, discounted per turn (see segment_returns)."""
+    returns = segment_returns(inputs.token_rewards, inputs.response_mask, inputs.gamma)
+    return returns, returns
+
+
+def step_credit_metrics(meta: dict[str, list], advantages: Tensor, response_mask: Tensor,
+                        prefix: str = "step") -> dict[str, float]:
+    """Metrics of a batch of step samples: samples per episode, anchor-group sizes (how often a state
+    repeats within a GRPO group), and each sample's mean advantage overall and by turn index."""
+    if not meta.get("step_index") or any(t is None for t in meta["step_index"]):
+        return {}
+    out: dict[str, float] = {}
+
+    def stats(name: str, values: Sequence[float]) -> None:
+        x = torch.tensor(values, dtype=torch.float64)
+        out.update({f"{prefix}/{name}/mean": float(x.mean()), f"{prefix}/{name}/max": float(x.max()),
+                    f"{prefix}/{name}/min": float(x.min())})
+
+    stats("samples_per_episode", list(Counter(meta["traj_id"]).values()))
+    anchors = Counter(anchor_groups(meta["traj_group_id"], meta["state_key"]))
+    stats("anchor_group_size", list(anchors.values()))
+    repeated = sum(n for n in anchors.values() if n > 1)
+    out[f"{prefix}/anchor_repeat_frac"] = repeated / len(meta["step_index"])
+    mask = response_mask.to(torch.float64)
+    per_sample = (advantages.to(torch.float64) * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    stats("advantage", per_sample.tolist())
+    out[f"{prefix}/advantage/std"] = float(per_sample.std()) if len(per_sample) > 1 else 0.0
+    for turn in sorted(set(meta["step_index"])):
+        rows = [i for i, t in enumerate(meta["step_index"]) if t == turn]
+        out[f"{prefix}/advantage_by_turn/{turn}"] = float(per_sample[rows].mean())
+    return out
