@@ -109,7 +109,29 @@ def main(argv: list[str], default_pipeline: str, rollout_only: bool = False) -> 
         print(f"dry run: {args.config_name} is valid and this machine can run it ({pipeline_cls.__name__}); nothing was started.")
         return 0
     os.environ.update(config.system_envs)
-    init_ray(config.system_envs)
-    pipeline = pipeline_cls(config)
-    pipeline.run()
+    run_resuming(config, pipeline_cls)
     return 0
+
+
+def run_resuming(config, pipeline_cls: type) -> None:
+    """Runs the pipeline; when a worker is lost for good (Ray's RayActorError reaches the driver: a
+    training worker died, its state with it), ends this run's workers and starts again from the last
+    complete checkpoint, at most `max_auto_resumes` times, then fails with the history."""
+    import ray
+
+    history: list[str] = []
+    while True:
+        init_ray(config.system_envs)
+        try:
+            pipeline_cls(config).run()
+            return
+        except ray.exceptions.RayActorError as error:
+            history.append(f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
+            # disconnecting the driver ends every worker it started (a local Ray stops altogether)
+            ray.shutdown()
+            if len(history) > config.max_auto_resumes:
+                raise RuntimeError(f"workers were lost {len(history)} times (max_auto_resumes={config.max_auto_resumes}):\n"
+                                   + "\n".join(f"  {i + 1}. {h}" for i, h in enumerate(history))) from error
+            logger.warning("a worker was lost (%s); resuming from the last checkpoint (%d of max_auto_resumes=%d)",
+                           history[-1], len(history), config.max_auto_resumes)
+            config.resume_from_checkpoint = True

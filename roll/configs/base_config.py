@@ -43,6 +43,9 @@ class BaseConfig:
     logging_steps: int = 1
     eval_steps: int = 10
     resume_from_checkpoint: bool | str = False  # false | true (latest under output_dir) | a checkpoint path
+    # a worker lost for good (a training worker's death, restarts used up) restarts the run from its last
+    # complete checkpoint, at most this many times; 0 = stop at the first loss
+    max_auto_resumes: int = 2
 
     rollout_batch_size: int = 128  # trajectories per training step
     val_batch_size: int | None = None  # trajectories per validation; default: all val envs once

@@ -2,7 +2,8 @@
 
 Each failed check raises ConfigError naming the key and the fix: a strategy this machine cannot run,
 flash attention without flash-attn, more devices or CPU workers than the machine has, an output path
-it cannot write, a first prompt that cannot fit sequence_length. bf16 without native CPU support warns.
+it cannot write, a first prompt that cannot fit sequence_length, roles whose estimated memory cannot fit
+the machine (memory_estimate.py). bf16 without native CPU support warns.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from roll.configs.errors import ConfigError
+from roll.configs.memory_estimate import check_memory
 from roll.strategies.registry import strategy_problem
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ def check_runnable(config: "AgenticConfig") -> None:
             worker.model_args.model_name_or_path = resolve_model_path(worker.model_args.model_name_or_path)
         except FileNotFoundError as error:
             raise ConfigError(f"{role}.model_args.model_name_or_path (from pretrain): {error}") from None
+    estimates = check_memory(config, cuda)
+    logger.info("memory estimate per worker: %s", "; ".join(r.describe() for r in estimates))
     check_first_prompts(config)
 
 

@@ -151,6 +151,8 @@ def _require(condition: bool, message: str) -> None:
 def _check_ranges(config: "AgenticConfig") -> None:
     _require(config.max_steps >= 0, f"max_steps must be >= 0, got {config.max_steps}")
     _require(config.save_steps >= 1, f"save_steps must be >= 1, got {config.save_steps}")
+    _require(config.max_auto_resumes >= 0, f"max_auto_resumes must be >= 0 (0 = stop at the first lost worker), "
+                                           f"got {config.max_auto_resumes}")
     _require(config.logging_steps >= 1, f"logging_steps must be >= 1, got {config.logging_steps}")
     _require(config.rollout_batch_size >= 1, f"rollout_batch_size must be >= 1, got {config.rollout_batch_size}")
     _require(config.sequence_length >= 16, f"sequence_length must be >= 16 tokens, got {config.sequence_length}")
@@ -243,6 +245,8 @@ def _check_env_manager_cls(where: str, path: str) -> None:
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:
     _require(manager.group_size >= 1, f"{name}.group_size must be >= 1, got {manager.group_size}")
     _require(manager.num_env_groups >= 1, f"{name}.num_env_groups must be >= 1, got {manager.num_env_groups}")
+    _require(manager.max_worker_restarts >= -1, f"{name}.max_worker_restarts must be >= 0 (or -1 for no limit), "
+             f"got {manager.max_worker_restarts}")
     _require(len(manager.tags) >= 1, f"{name}.tags is empty: name at least one env from custom_envs ({', '.join(config.custom_envs) or 'none defined'}).")
     for tag in manager.tags:
         if tag not in config.custom_envs:

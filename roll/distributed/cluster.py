@@ -13,7 +13,9 @@ driver never has to know which strategy a role uses.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
+import time
 from typing import Any, Callable
 
 import torch
@@ -21,15 +23,33 @@ import torch
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.rendezvous import free_address
+from roll.utils.memory import release_free_memory
 from roll.strategies.registry import strategy_facts
 
 EXECUTORS = ("ray", "local")
+logger = logging.getLogger(__name__)
+# The once-a-step methods that allocate and free the most (batches, activations, state dicts): after
+# them a worker gives freed heap memory back to the system, so its resident size does not stay at
+# its largest step's (roll/utils/memory.py). Never after `generate`: it runs many times per step.
+RELEASE_MEMORY_AFTER = frozenset({"train_step", "compute_log_probs", "compute_values", "update_weights",
+                                  "get_state_dict", "save_checkpoint", "load_checkpoint", "sft_step"})
 
 
 def collective(method: Callable) -> Callable:
     """Marks a worker method that every rank must run together (see the module docstring)."""
     method._roll_collective = True
     return method
+
+
+def replayed_on_restart(method: Callable) -> Callable:
+    """Marks a worker method whose latest call (with its arguments) a restarted worker must get again
+    before it serves anything else: the weights of an inference worker (see Cluster.recover)."""
+    method._roll_replayed = True
+    return method
+
+
+class WorkerNotRestored(RuntimeError):
+    """A restarted worker was called before Cluster.recover gave it back its state."""
 
 
 def cpu_count() -> int:
@@ -39,15 +59,33 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def _restarted_by_ray() -> bool:
+    import ray
+
+    return ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed
+
+
 class WorkerHost:
     """Holds one worker. Ray makes it an actor; the local executor uses it as it is."""
 
-    def __init__(self, num_threads: int) -> None:
+    def __init__(self, num_threads: int, start_args: tuple | None = None) -> None:
         # Workers of one role run at the same time, so each takes its share of the cores: more
         # threads than cores makes every matmul slower, several-fold on a small machine.
         torch.set_num_threads(num_threads)
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.worker: Any = None
+        self.restored = True
+        if start_args is not None:  # a restartable host: Ray runs this constructor again in a new process
+            self.start(*start_args)
+            self.restored = not _restarted_by_ray()
+
+    def status(self) -> tuple[int, bool]:
+        """(pid, whether the worker holds its state: False in a restarted process until `restore`)."""
+        return os.getpid(), self.restored
+
+    def mark_restored(self) -> None:
+        """Cluster.recover has replayed the worker's state: it may serve every call again."""
+        self.restored = True
 
     def address(self) -> tuple[str, int]:
         return free_address()
@@ -56,7 +94,15 @@ class WorkerHost:
         self.worker = worker_cls(worker_config, rank, world_size, **kwargs)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.worker, method)(*args, **kwargs)
+        if not self.restored and method != "shutdown" and not getattr(getattr(type(self.worker), method, None),
+                                                                      "_roll_replayed", False):
+            raise WorkerNotRestored(f"this {type(self.worker).__name__} was restarted and has not got its state back "
+                                    f"yet (Cluster.recover); {method} must wait")
+        try:
+            return getattr(self.worker, method)(*args, **kwargs)
+        finally:
+            if method in RELEASE_MEMORY_AFTER:
+                release_free_memory()
 
 
 class Cluster:
@@ -69,8 +115,12 @@ class Cluster:
         executor: str = "ray",
         threads_per_worker: int | None = None,
         num_gpus_per_worker: float | None = None,
+        max_restarts: int = 0,
         **worker_kwargs: Any,
     ) -> None:
+        """max_restarts: times Ray may restart each rank's process after it died (kill -9, OOM); the
+        restarted worker gets the latest call of each @replayed_on_restart method from `recover()`.
+        Only for workers without a process group (inference): ranks of one group cannot rejoin it."""
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self.name, self.worker_cls, self.executor = name, worker_cls, executor
@@ -82,15 +132,30 @@ class Cluster:
                 "use executor='ray' (the local executor runs workers one after another in this process)"
             )
         threads = threads_per_worker or max(1, cpu_count() // self.num_workers)
-        self.hosts = self._make_hosts(threads, num_gpus_per_worker)
+        self.max_restarts, self.restarts = max_restarts, 0
+        self._replay: dict[str, tuple[str, tuple, dict]] = {}  # method -> its latest call, for restarted ranks
         kwargs = dict(worker_kwargs)
+        if max_restarts:
+            if "dist_addr" in inspect.signature(worker_cls.__init__).parameters or executor != "ray":
+                raise ValueError(f"cluster {name!r}: max_restarts needs Ray and a worker without a process group")
+            self.hosts = self._make_hosts(threads, num_gpus_per_worker, [
+                (worker_cls, worker_config, r, self.num_workers, kwargs) for r in range(self.num_workers)])
+            self._log_pids()
+            return
+        self.hosts = self._make_hosts(threads, num_gpus_per_worker)
         if "dist_addr" in inspect.signature(worker_cls.__init__).parameters and "dist_addr" not in kwargs:
             kwargs["dist_addr"] = self._get(self._call_host(self.hosts[0], "address"))
         # All ranks start together: torch.distributed's rendezvous waits for every one of them.
         self._get_all([self._call_host(h, "start", worker_cls, worker_config, r, self.num_workers, kwargs)
                        for r, h in enumerate(self.hosts)])
+        self._log_pids()
 
-    def _make_hosts(self, threads: int, num_gpus: float | None) -> list:
+    def _log_pids(self) -> None:
+        """Which process is which role (to read `top`, an OOM-killer line, or to kill one on purpose)."""
+        pids = [pid for pid, _ in self._get_all([self._call_host(h, "status") for h in self.hosts])]
+        logger.info("cluster %s: ranks' pids %s", self.name, pids)
+
+    def _make_hosts(self, threads: int, num_gpus: float | None, start_args: list[tuple] | None = None) -> list:
         if self.executor == "local":
             return [WorkerHost(threads) for _ in range(self.num_workers)]
         import ray
@@ -103,7 +168,12 @@ class Cluster:
         # CPU workers reserve no Ray CPUs: roles take turns on the same cores (threads are shared out above).
         options.update(num_cpus=0, num_gpus=num_gpus)
         actor_cls = ray.remote(WorkerHost)
-        return [actor_cls.options(**options).remote(threads) for _ in range(self.num_workers)]
+        if start_args is None:
+            return [actor_cls.options(**options).remote(threads) for _ in range(self.num_workers)]
+        # max_task_retries=0: calls in flight when a rank dies fail (their callers re-run them, e.g. an
+        # episode's group) rather than replaying on a process that has not got its state back
+        options.update(max_restarts=self.max_restarts, max_task_retries=0)
+        return [actor_cls.options(**options).remote(threads, args) for args in start_args]
 
     # --- calling ----------------------------------------------------------------------------------
     def _call_host(self, host: Any, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -130,6 +200,8 @@ class Cluster:
     def execute_all(self, method: str, *args: Any, **kwargs: Any) -> list:
         """`method(*args, **kwargs)` on every rank; results in rank order."""
         self._is_collective(method)
+        if self.max_restarts and getattr(getattr(self.worker_cls, method), "_roll_replayed", False):
+            self._replay[method] = (method, args, kwargs)  # holds Ray's reference: the object stays stored
         return self._get_all([self._call_host(h, "call", method, *args, **kwargs) for h in self.hosts])
 
     def execute_rank0(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -160,6 +232,34 @@ class Cluster:
         if all(isinstance(r, Batch) for r in results):
             return Batch.cat(results)
         return results
+
+    def recover(self, timeout_s: float = 300.0) -> int:
+        """Waits for ranks that Ray is restarting and gives each restarted rank the latest call of every
+        @replayed_on_restart method (the current weights); returns how many ranks it restored. Raises
+        when a rank is gone for good (its restarts used up)."""
+        import ray
+
+        restored = 0
+        for rank, host in enumerate(self.hosts):
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    _, ok = ray.get(host.status.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                    break
+                except ray.exceptions.ActorUnavailableError:  # restarting: it answers once the new process is up
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"cluster {self.name!r}: rank {rank} was not restarted in {timeout_s:.0f} s") from None
+                    time.sleep(0.5)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                    raise RuntimeError(f"cluster {self.name!r}: rank {rank} died and was not restarted (it may be "
+                                       f"restarted {self.max_restarts} times per run): {exc}") from exc
+            if not ok:  # Ray resolves references given as direct arguments: the weights arrive as tensors
+                for method, args, kwargs in self._replay.values():
+                    ray.get(host.call.remote(method, *args, **kwargs))
+                ray.get(host.mark_restored.remote())
+                restored += 1
+        self.restarts += restored
+        return restored
 
     def shutdown(self) -> None:
         """Closes each worker (process groups, engines) and ends the Ray actors."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from roll.configs.worker_config import WorkerConfig
+from roll.distributed.cluster import replayed_on_restart
 from roll.strategies import create_infer_strategy
 
 
@@ -50,6 +51,7 @@ class InferWorker:
     def release(self, session_ids: list[str]) -> None:
         self.strategy.release(session_ids)
 
+    @replayed_on_restart  # a restarted worker gets the current weights before it generates again
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         self.strategy.load_state_dict(state_dict, version)
         self.version = version

@@ -24,3 +24,11 @@ class HangingFrozenLake(FrozenLakeEnv):
         if self.seed % 3 == 1:
             time.sleep(60)
         return super().step(action_text)
+
+
+class SlowFrozenLake(FrozenLakeEnv):
+    """Takes 2 s to reset, so a test can kill its worker process in the middle of an episode."""
+
+    def reset(self, seed=None):
+        time.sleep(2.0)
+        return super().reset(seed)

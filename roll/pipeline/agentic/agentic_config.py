@@ -69,6 +69,7 @@ class EnvManagerConfig:
     generating_args: GeneratingArgs | None = None  # default: actor_infer.generating_args
     max_traj_per_env: int = -1  # episodes an env may contribute to one batch; -1 = no limit
     env_timeout_s: float | None = 60.0  # an env call (make, reset, step) slower than this fails its episode; None = no limit
+    max_worker_restarts: int = 4  # times Ray may replace each EnvironmentWorker process that died; -1 = no limit
 
     @property
     def env_count(self) -> int:

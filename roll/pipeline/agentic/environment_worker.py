@@ -33,6 +33,20 @@ class EnvSlot:
     env_config: CustomEnvConfig
 
 
+@dataclass
+class WorkerPlace:
+    """A worker process: its pid and its Ray node ("local" outside Ray)."""
+
+    pid: int
+    node_id: str
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
+
 class EnvironmentWorker:
     def __init__(self, worker_index: int, slots: list[EnvSlot], manager_config: EnvManagerConfig, tokenizer_path: str,
                  proxy_spec: dict[str, Any], sequence_length: int, num_threads: int = 1) -> None:
@@ -55,8 +69,10 @@ class EnvironmentWorker:
                 env_id=slot.env_id, session_prefix=f"w{worker_index}-e{slot.env_id}",
             )
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> WorkerPlace:
+        """Where this worker runs: the pool tells a replacement process from the one it replaced, and
+        logs which nodes the env workers are on."""
+        return WorkerPlace(pid=os.getpid(), node_id=_node_id())
 
     def torch_threads(self) -> int:
         import torch

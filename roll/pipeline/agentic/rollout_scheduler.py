@@ -8,7 +8,11 @@ depend only on the episode index, so val metrics compare across steps.
 
 A group in which any episode fails (env raised, env hung past `env_timeout_s`, generation failed)
 is re-run on the same envs with a fresh seed; the failure is counted in `rollout/failures/*` and
-logged with the tag and seed. Only whole groups enter a batch.
+logged with the tag and seed. Only whole groups enter a batch. A worker process that dies (kill -9,
+the OOM killer) is replaced by Ray and the groups it was running are re-run the same way
+(env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements. When `infer` is a Cluster
+with `max_restarts`, generation lost with a dead inference worker (`infer_worker_died`) waits for
+`Cluster.recover()` (the restarted worker gets the current weights) and its group is re-run.
 
 Executors: "ray" hosts env managers in EnvironmentWorker actors; "local" runs them in this process
 on threads (for debugging and benchmarks).
@@ -27,7 +31,8 @@ from typing import Any, Callable
 from roll.configs.worker_config import GeneratingArgs
 from roll.data.batch import Batch
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
-from roll.pipeline.agentic.environment_worker import EnvironmentWorker, EnvSlot
+from roll.pipeline.agentic.env_worker_pool import EnvWorkerPool
+from roll.pipeline.agentic.environment_worker import EnvSlot
 from roll.pipeline.agentic.trajectory import EpisodeFailureResult, Trajectory
 from roll.pipeline.agentic.trajectory_batch import rollout_metrics, trajectories_to_batch
 
@@ -85,6 +90,8 @@ class RolloutScheduler:
         self.max_failures = max_failures
         self.on_progress: Callable[[int, int, int], None] | None = None  # (episodes done, total, tokens generated)
         self.max_traj_per_env = cfg.max_traj_per_env
+        # a roll Cluster whose ranks Ray restarts: generation lost with a rank is re-run once it is restored
+        self.infer_cluster = infer if getattr(infer, "max_restarts", 0) else None
         if proxy is None:
             workers = getattr(infer, "hosts", infer)  # a roll Cluster: talk to its hosts
             if not workers:
@@ -103,24 +110,12 @@ class RolloutScheduler:
         chunks = [slots[i : i + per_worker] for i in range(0, len(slots), per_worker)]
         common = dict(manager_config=cfg, tokenizer_path=str(tokenizer_path), proxy_spec=proxy,
                       sequence_length=sequence_length, num_threads=worker_threads)
-        self.worker_of_env: dict[int, Any] = {}
-        self.workers: list[Any] = []
-        if executor == "ray":
-            import ray
+        self.pool = EnvWorkerPool(chunks, common, executor, max_restarts=cfg.max_worker_restarts)
 
-            actor_cls = ray.remote(EnvironmentWorker)
-            for w, chunk in enumerate(chunks):
-                # num_cpus=0: env workers mostly wait; the cores belong to inference and training
-                handle = actor_cls.options(num_cpus=0, max_concurrency=len(chunk) + 2).remote(w, chunk, **common)
-                self.workers.append(handle)
-            ray.get([h.ready.remote() for h in self.workers])
-            self._pool = None
-        else:
-            self.workers = [EnvironmentWorker(w, chunk, **common) for w, chunk in enumerate(chunks)]
-            self._pool = cf.ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="env")
-        for w, chunk in enumerate(chunks):
-            for slot in chunk:
-                self.worker_of_env[slot.env_id] = self.workers[w]
+    @property
+    def workers(self) -> list[Any]:
+        """The EnvironmentWorkers (Ray actor handles, or the objects themselves with executor='local')."""
+        return self.pool.workers
 
     def _group_seed(self, step: int, task: int) -> int:
         if self.mode == "val":
@@ -128,15 +123,7 @@ class RolloutScheduler:
         return (self.seed * 1_000_003 + step * 100_003 + task) % 2**31
 
     def _launch(self, group: int, seed: int, key: str) -> list[cf.Future]:
-        futures = []
-        for i in range(self.group_size):
-            env_id = group * self.group_size + i
-            worker = self.worker_of_env[env_id]
-            if self.executor == "ray":
-                futures.append(worker.run_episode.remote(env_id, seed, key).future())
-            else:
-                futures.append(self._pool.submit(worker.run_episode, env_id, seed, key))
-        return futures
+        return [self.pool.submit(group * self.group_size + i, seed, key) for i in range(self.group_size)]
 
     def get_batch(self, n: int, step: int) -> Batch:
         """n episodes (whole groups) as a Batch of their samples (one per episode for the
@@ -144,6 +131,8 @@ class RolloutScheduler:
         if n <= 0 or n % self.group_size:
             raise ValueError(f"batch size {n} must be a positive multiple of group_size={self.group_size}")
         start = time.perf_counter()
+        restarts_before = self.pool.restarts
+        infer_restarts = 0
         need = n // self.group_size
         num_groups = len(self.group_tags)
         if self.max_traj_per_env > 0 and need > num_groups * self.max_traj_per_env:
@@ -176,7 +165,8 @@ class RolloutScheduler:
                 if not all(f.done() for f in futures):
                     continue
                 del busy[group]
-                results = [_result_of(f, self.group_tags[group], seed) for f in futures]
+                results = [_result_of(f, self.group_tags[group], seed, group * self.group_size + i)
+                           for i, f in enumerate(futures)]
                 bad = [r for r in results if isinstance(r, EpisodeFailureResult)]
                 if not bad:
                     group_id = f"{self.mode}{step}-g{task}"
@@ -189,10 +179,16 @@ class RolloutScheduler:
                         self.on_progress(len(done_groups) * self.group_size, need * self.group_size, generated_so_far)
                     continue
                 for r in bad:
+                    if self.infer_cluster is not None and r.kind == "generation_error" and _lost_with_worker(r.detail):
+                        r.kind = "infer_worker_died"
+                        infer_restarts += self.infer_cluster.recover()
                     failures[r.kind] += 1
+                    if r.kind == "worker_died":
+                        self.pool.recover(r.env_id)
                     logger.warning("rollout: %s in env tag=%s seed=%s (%s); the group is re-run with a new seed",
                                    r.kind, r.tag, r.env_seed, r.detail)
-                if sum(failures.values()) > max_failures:
+                # a dead worker's episodes are bounded by its restarts (recover raises), not by max_failures
+                if sum(v for k, v in failures.items() if k not in ("worker_died", "infer_worker_died")) > max_failures:
                     raise RuntimeError(f"rollout: {sum(failures.values())} failed episodes (over max_failures={max_failures}): "
                                        f"{dict(failures)}; last: {bad[-1]}")
                 # the replacement runs on the same group (same tag) with a seed no other task uses
@@ -208,6 +204,8 @@ class RolloutScheduler:
         batch.info.update({
             "rollout/failures": float(sum(failures.values())),
             **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
+            "rollout/env_worker_restarts": float(self.pool.restarts - restarts_before),
+            "rollout/infer_worker_restarts": float(infer_restarts),
             "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in trajs),
             "rollout/generated_tokens": float(generated),
             "rollout/generated_tokens_per_s": generated / max(elapsed, 1e-9),
@@ -216,19 +214,28 @@ class RolloutScheduler:
         return batch
 
     def shutdown(self) -> None:
-        if self.executor == "ray":
-            import ray
-
-            for h in self.workers:
-                ray.kill(h)
-        elif self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self.workers = []
+        self.pool.shutdown()
 
 
-def _result_of(future: cf.Future, tag: str, seed: int) -> list[Trajectory] | EpisodeFailureResult:
-    """An episode's result; a dead worker or a lost call counts as that episode's failure."""
+def _result_of(future: cf.Future, tag: str, seed: int, env_id: int) -> list[Trajectory] | EpisodeFailureResult:
+    """An episode's result; a lost call counts as that episode's failure, `worker_died` when the
+    worker's process died under it (the pool then waits for its replacement)."""
     try:
         return future.result()
     except Exception as exc:
-        return EpisodeFailureResult("worker_error", tag, seed, f"{type(exc).__name__}: {exc}")
+        kind = "worker_died" if _is_actor_death(exc) else "worker_error"
+        return EpisodeFailureResult(kind, tag, seed, f"{type(exc).__name__}: {exc}", env_id=env_id)
+
+
+def _lost_with_worker(detail: str) -> bool:
+    """Whether a generation failed because its inference worker died or is restarting (Ray's errors, or
+    the restarted worker's refusal until it has the current weights)."""
+    return any(name in detail for name in ("ActorDiedError", "ActorUnavailableError", "RayActorError", "WorkerNotRestored"))
+
+
+def _is_actor_death(exc: Exception) -> bool:
+    try:
+        from ray.exceptions import RayActorError
+    except ImportError:  # the local executor runs without Ray
+        return False
+    return isinstance(exc, RayActorError)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STOP_REASONS = ("terminated", "truncated", "max_steps", "sequence_length")
-FAILURE_KINDS = ("env_error", "env_timeout", "generation_error", "episode_error", "worker_error")
+FAILURE_KINDS = ("env_error", "env_timeout", "generation_error", "episode_error", "worker_error", "worker_died", "infer_worker_died")
 
 
 @dataclass

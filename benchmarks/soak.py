@@ -1,0 +1,118 @@
+"""Soak: many training steps of the CPU example, printing each role's resident memory after every step
+and its growth per step, so a leak shows as a slope rather than as a crash at step 200.
+
+    .venv/bin/python benchmarks/soak.py --steps 10                  # tiny random model (default), minutes
+    .venv/bin/python benchmarks/soak.py --embedded --steps 50       # SmolLM2-135M, hours on 2 cores
+
+Runs single-node (it reads /proc of each worker's pid). Resident size is sampled right after each
+step's metrics are logged: actor_train, actor_infer, the env workers (summed) and this driver. The
+growth is the slope of a least-squares line through the second half of the steps (the first steps
+include one-off allocations: caches, optimizer state, the KV cache growing to its size).
+Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from roll.launch import init_ray  # noqa: E402
+from roll.utils.memory import resident_bytes  # noqa: E402
+
+MB = 2**20
+
+
+def small_run_overrides(steps: int, work: Path, embedded: bool) -> list[str]:
+    """The CPU example cut to a short step: 8 episodes of 3 turns, no validation, no SFT warm-up."""
+    values = {
+        "exp_name": "soak", "max_steps": steps, "save_steps": 10_000, "eval_steps": 0, "sft_warmup.steps": 0,
+        "output_dir": work / "out", "logging_dir": work / "logs", "track_with": "stdout",
+        "rollout_batch_size": 8, "sequence_length": 512, "train_env_manager.num_env_groups": 2,
+        "train_env_manager.group_size": 4, "custom_envs.FrozenLakeCPU.max_steps": 3,
+        "custom_envs.FrozenLakeCPU.max_tokens_per_step": 8, "actor_infer.generating_args.max_new_tokens": 8,
+        "actor_train.training_args.per_device_train_batch_size": 4,
+        "actor_train.training_args.gradient_accumulation_steps": 2,
+    }
+    if not embedded:
+        values["pretrain"] = "tiny-random-qwen2"
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def slope(values: list[float]) -> float:
+    """Least-squares growth per step of the second half of `values`."""
+    tail = values[len(values) // 2:]
+    if len(tail) < 2:
+        return float("nan")
+    n = len(tail)
+    mean_x, mean_y = (n - 1) / 2, sum(tail) / n
+    num = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(tail))
+    return num / sum((i - mean_x) ** 2 for i in range(n))
+
+
+def role_pids(pipeline) -> dict[str, list[int]]:
+    import ray
+
+    def pids(cluster) -> list[int]:
+        return ray.get([h.__ray_call__.remote(lambda host: os.getpid()) for h in cluster.hosts])
+
+    return {"actor_train": pids(pipeline.actor_train), "actor_infer": pids(pipeline.actor_infer),
+            "env_workers": list(pipeline.train_rollout.pool.pids), "driver": [os.getpid()]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--embedded", action="store_true", help="SmolLM2-135M-Instruct instead of the tiny random model")
+    parser.add_argument("--no-trim", action="store_true", help="workers keep freed heap memory (ROLL_MALLOC_TRIM=0), "
+                                                               "to compare with the default")
+    args, extra = parser.parse_known_args()
+    extra = [e for e in extra if e != "--"]
+
+    from roll.configs.runtime_checks import check_runnable
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.pipeline.agentic.agentic_pipeline import AgenticPipeline
+
+    work = Path(tempfile.mkdtemp(prefix="soak", dir="/tmp"))
+    config = load_agentic_config(REPO_ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
+                                 [*small_run_overrides(args.steps, work, args.embedded), *extra,
+                                  *(["system_envs.ROLL_MALLOC_TRIM='0'"] if args.no_trim else [])])
+    check_runnable(config)
+    os.environ.setdefault("ROLL_RAY_TEMP_DIR", str(work / "ray"))
+    init_ray(config.system_envs)
+    pipeline = AgenticPipeline(config)
+    pids = role_pids(pipeline)
+    rows: list[dict[str, float]] = []
+    log_step = pipeline.tracker.log
+
+    def log_and_sample(metrics: dict, step: int) -> None:
+        log_step(metrics, step)
+        if step <= config.max_steps:  # not the final validation's row
+            rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+
+    pipeline.tracker.log = log_and_sample  # sample right after each step's metrics
+    try:
+        pipeline.run()
+    finally:
+        import ray
+
+        ray.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+    roles = list(pids)
+    print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
+          f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")
+    print("step  " + "  ".join(f"{r:>12}" for r in roles))
+    for step, row in enumerate(rows, start=1):
+        print(f"{step:>4}  " + "  ".join(f"{row[r]:>12.0f}" for r in roles))
+    print("MB/step" + "  ".join(f"{slope([row[r] for row in rows]):>12.2f}" for r in roles)[1:]
+          + "   (slope over the second half of the steps)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Memory per role, estimated from the config and the model's config.json before any worker starts.
+
+Per worker of each role, in bytes (`dtype` bytes per value, fp32 on CPU):
+- weights: the model's parameters (counted on the meta device: nothing is loaded);
+- trainers (actor_train, critic): gradients (one value per trained parameter) and AdamW's two moments;
+  sharded strategies (fsdp2_train, deepspeed) split weights, gradients and moments over their ranks;
+- activations of one micro-batch, for backward: about (12·hidden + 4·intermediate) values per token
+  per layer (attention inputs and outputs, norms, residuals, the MLP's gate/up/activation), or one
+  hidden vector per token per layer plus one layer's worth with gradient checkpointing;
+- logits of one micro-batch: tokens × vocab, kept twice in training (the values and their gradient);
+- actor_infer (hf_infer): the decode engine's KV cache at its largest — one slot per env that talks to
+  it at once (at most max_sessions, rounded up to a power of two as the cache grows) times
+  sequence_length (rounded up likewise) — and the logits of one prefill (its token budget × vocab).
+  vLLM and SGLang size their own cache from gpu_memory_utilization: weights only.
+
+A CPU run puts every role in this machine's memory, so their sum must fit it (the smaller of
+MemTotal and the cgroup limit); on a GPU each worker must fit its device. The numbers are estimates:
+Python, the allocator and Ray add a few hundred MB per process.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from roll.configs.errors import ConfigError
+
+if TYPE_CHECKING:
+    from roll.configs.worker_config import WorkerConfig
+    from roll.pipeline.agentic.agentic_config import AgenticConfig
+
+GIB = 1024**3
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+ENGINE_MAX_SESSIONS = 64  # InferWorker's decode engine: sessions (KV slots) it keeps at most
+ENGINE_PREFILL_TOKENS = 4096  # the decode engine's token budget of one prefill
+SHARDED_STRATEGIES = ("fsdp2_train", "deepspeed_train")
+
+
+@dataclass
+class ModelFacts:
+    params: int
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    kv_heads: int
+    head_dim: int
+
+
+@dataclass
+class RoleEstimate:
+    """One role's memory per worker (`parts`, bytes), its worker count, and the keys that shrink it."""
+
+    role: str
+    workers: int
+    parts: dict[str, float]
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def per_worker(self) -> float:
+        return sum(self.parts.values())
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {value / GIB:.2f}" for name, value in self.parts.items() if value >= 0.005 * GIB)
+        return f"{self.role} {self.per_worker / GIB:.2f} GiB × {self.workers} ({parts})"
+
+
+def model_facts(path: str) -> ModelFacts:
+    """Parameter count and shapes of the model at `path`, built on the meta device (no weights read)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    params = sum(p.numel() for p in model.parameters())  # parameters() lists tied weights once
+    heads = cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return ModelFacts(params=params, layers=cfg.num_hidden_layers, hidden=cfg.hidden_size,
+                      intermediate=getattr(cfg, "intermediate_size", 4 * cfg.hidden_size), vocab=cfg.vocab_size,
+                      kv_heads=getattr(cfg, "num_key_value_heads", None) or heads, head_dim=head_dim)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: bool) -> int:
+    if training:
+        if worker.use_dynamic_batching_in_train and worker.max_tokens_per_microbatch_in_train:
+            return worker.max_tokens_per_microbatch_in_train
+        return worker.training_args.per_device_train_batch_size * sequence_length
+    if worker.use_dynamic_batching_in_infer and worker.max_tokens_per_microbatch_in_infer:
+        return worker.max_tokens_per_microbatch_in_infer
+    return (worker.infer_batch_size or worker.training_args.per_device_train_batch_size) * sequence_length
+
+
+def trainer_estimate(role: str, worker: "WorkerConfig", facts: ModelFacts, sequence_length: int) -> RoleEstimate:
+    value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
+    shards = worker.num_workers if worker.strategy_args.strategy_name in SHARDED_STRATEGIES else 1
+    trained = 0 if worker.model_args.lora_rank else facts.params  # LoRA adapters are a rounding error
+    tokens = micro_batch_tokens(worker, sequence_length, training=True)
+    if worker.model_args.disable_gradient_checkpointing:
+        per_token_layer = 12 * facts.hidden + 4 * facts.intermediate
+        activations = tokens * facts.layers * per_token_layer * value
+    else:
+        activations = tokens * (facts.layers * facts.hidden + 12 * facts.hidden + 4 * facts.intermediate) * value
+    batch_key = (f"{role}.max_tokens_per_microbatch_in_train" if worker.use_dynamic_batching_in_train
+                 else f"{role}.training_args.per_device_train_batch_size")
+    return RoleEstimate(role, worker.num_workers, {
+        "weights": facts.params * value / shards,
+        "grads": trained * value / shards,
+        "adamw": 2 * trained * value / shards,
+        "activations": activations,
+        "logits": 2 * tokens * facts.vocab * 4,
+    }, keys=[batch_key, f"{role}.model_args.disable_gradient_checkpointing=false", "pretrain (a smaller model)"])
+
+
+def infer_estimate(config: "AgenticConfig", facts: ModelFacts) -> RoleEstimate:
+    worker = config.actor_infer
+    value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
+    parts = {"weights": facts.params * value}
+    if worker.strategy_args.strategy_name == "hf_infer":
+        envs = max(config.train_env_manager.env_count, config.val_env_manager.env_count)
+        slots = _pow2(min(ENGINE_MAX_SESSIONS, math.ceil(envs / worker.num_workers)))
+        capacity = _pow2(config.sequence_length)
+        parts["kv_cache"] = 2 * facts.layers * slots * facts.kv_heads * capacity * facts.head_dim * value
+        parts["prefill_logits"] = ENGINE_PREFILL_TOKENS * facts.vocab * 4
+    return RoleEstimate("actor_infer", worker.num_workers, parts,
+                        keys=["sequence_length", "train_env_manager/val_env_manager num_env_groups × group_size"])
+
+
+def scorer_estimate(worker: "WorkerConfig", facts: ModelFacts, sequence_length: int) -> RoleEstimate:
+    value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
+    tokens = micro_batch_tokens(worker, sequence_length, training=False)
+    return RoleEstimate("reference", worker.num_workers, {"weights": facts.params * value,
+                                                         "logits": tokens * facts.vocab * 4},
+                        keys=["reference.max_tokens_per_microbatch_in_infer"])
+
+
+def estimate_roles(config: "AgenticConfig") -> list[RoleEstimate]:
+    """The estimate of every role the config starts (model paths must already be local folders)."""
+    facts: dict[str, ModelFacts] = {}
+
+    def of(worker: "WorkerConfig") -> ModelFacts:
+        path = worker.model_args.model_name_or_path
+        if path not in facts:
+            facts[path] = model_facts(path)
+        return facts[path]
+
+    seq = config.sequence_length
+    roles = [trainer_estimate("actor_train", config.actor_train, of(config.actor_train), seq),
+             infer_estimate(config, of(config.actor_infer))]
+    if config.critic is not None and config.uses_critic:
+        roles.append(trainer_estimate("critic", config.critic, of(config.critic), seq))
+    if config.reference is not None and config.uses_reference:
+        roles.append(scorer_estimate(config.reference, of(config.reference), seq))
+    return roles
+
+
+def machine_memory_bytes() -> int:
+    """This machine's memory: MemTotal, or the cgroup's limit when that is lower (a container)."""
+    total = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(limit_file).read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return total
+
+
+def check_memory(config: "AgenticConfig", cuda: bool) -> list[RoleEstimate]:
+    """Raises ConfigError, naming each role's estimate and the keys that shrink it, when the config
+    cannot fit this machine: on CPU the sum over roles against RAM, on a GPU each worker against its
+    device. Returns the estimates (the launcher logs them)."""
+    roles = estimate_roles(config)
+    if cuda:
+        import torch
+
+        device = torch.cuda.get_device_properties(0).total_memory
+        over = [r for r in roles if r.per_worker > device]
+        if over:
+            raise ConfigError(_too_big(over, f"a worker of {', '.join(r.role for r in over)} cannot fit one GPU, which "
+                                             f"has {device / GIB:.1f} GiB"))
+        return roles
+    available = machine_memory_bytes()
+    needed = sum(r.per_worker * r.workers for r in roles)
+    if needed > available:
+        raise ConfigError(_too_big(roles, f"the roles cannot fit together: this machine has {available / GIB:.1f} GiB "
+                                          f"of memory, and they need about {needed / GIB:.1f} GiB"))
+    return roles
+
+
+def _too_big(roles: list[RoleEstimate], problem: str) -> str:
+    lines = [f"memory: {problem} (estimate in GiB per worker, see roll/configs/memory_estimate.py):"]
+    for role in sorted(roles, key=lambda r: -r.per_worker * r.workers):
+        lines.append(f"  {role.describe()}; to lower it change {', '.join(role.keys)}")
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""A dead EnvironmentWorker process (kill -9 mid-rollout) is replaced and its groups re-run; a worker
+whose restarts are used up fails the rollout with the key to change. Real Ray, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+
+SLOW_ENV = CustomEnvConfig(env_type="tests.rollout.faulty_envs.SlowFrozenLake", max_steps=2, max_tokens_per_step=8,
+                           env_config={"max_steps": 2, "is_slippery": False})
+
+
+def two_worker_scheduler(tiny_model_dir, max_worker_restarts: int) -> RolloutScheduler:
+    """4 groups of 2 envs on 2 workers: groups 0 and 1 (env ids 0-3) live on worker 0."""
+    cfg = EnvManagerConfig(num_env_groups=4, group_size=2, tags=["Slow"], max_env_num_per_worker=4,
+                           max_worker_restarts=max_worker_restarts)
+    return RolloutScheduler(cfg, {"Slow": SLOW_ENV}, sequence_length=700, seed=3,
+                            tokenizer_path=str(tiny_model_dir), proxy={"type": "random"})
+
+
+def batch_with_worker0_killed(scheduler: RolloutScheduler) -> tuple[dict, int]:
+    """Runs get_batch(8) and kill -9s worker 0's process while its envs are resetting (resets take 2 s)."""
+    outcome: dict = {}
+
+    def rollout() -> None:
+        try:
+            outcome["batch"] = scheduler.get_batch(8, step=1)
+        except Exception as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    victim = scheduler.pool.pids[0]
+    thread = threading.Thread(target=rollout)
+    thread.start()
+    time.sleep(1.0)
+    os.kill(victim, signal.SIGKILL)
+    thread.join(timeout=400)
+    assert not thread.is_alive(), "the rollout never finished after its worker was killed"
+    return outcome, victim
+
+
+def test_a_killed_env_worker_is_replaced_and_its_groups_rerun_with_new_seeds(ray_session, tiny_model_dir):
+    scheduler = two_worker_scheduler(tiny_model_dir, max_worker_restarts=2)
+    try:
+        outcome, victim = batch_with_worker0_killed(scheduler)
+        assert "error" not in outcome, outcome.get("error")
+        batch = outcome["batch"]
+        again = scheduler.get_batch(8, step=2)  # the replacement serves the next batch as any worker does
+        replacement = scheduler.pool.pids[0]
+    finally:
+        scheduler.shutdown()
+    with pytest.raises(ProcessLookupError):
+        os.kill(victim, 0)  # the killed process is really gone; a new one took its place
+    assert replacement != victim
+    assert len(batch) == 8 and batch.info["rollout/env_worker_restarts"] == 1
+    assert batch.info["rollout/failures/worker_died"] == 4  # both groups of worker 0 were in flight
+    groups: dict[str, set[int]] = {}
+    for group_id, seed in zip(batch["traj_group_id"], batch["env_seed"]):
+        groups.setdefault(group_id, set()).add(seed)
+    assert len(groups) == 4 and all(len(seeds) == 1 for seeds in groups.values())
+    # tasks 0 and 1 ran on the killed worker: their seeds were replaced by fresh ones
+    lost = {scheduler._group_seed(1, 0), scheduler._group_seed(1, 1)}
+    assert lost.isdisjoint(batch["env_seed"]) and len(set(batch["env_seed"])) == 4
+    assert len(again) == 8 and again.info["rollout/env_worker_restarts"] == 0
+    assert again.info["rollout/failures"] == 0
+
+
+def test_a_worker_with_no_restarts_left_fails_the_rollout_naming_the_key(ray_session, tiny_model_dir):
+    scheduler = two_worker_scheduler(tiny_model_dir, max_worker_restarts=0)
+    try:
+        outcome, _ = batch_with_worker0_killed(scheduler)
+    finally:
+        scheduler.shutdown()
+    assert isinstance(outcome.get("error"), RuntimeError)
+    assert "env worker 0 died and was not replaced" in str(outcome["error"])
+    assert "max_worker_restarts" in str(outcome["error"])
