@@ -95,6 +95,9 @@ class AgenticConfig(BaseConfig):
     sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
     report: ReportConfig = field(default_factory=ReportConfig)  # saved trajectories, report.html, progress lines
     alarms: AlarmConfig = field(default_factory=AlarmConfig)  # collapse alarm thresholds
+    # Skip scoring and training GRPO groups whose scores are all equal, where that is provably a zero
+    # gradient (roll/pipeline/agentic/group_filter.py says when); the step trains on fewer samples.
+    drop_zero_gradient_groups: bool = True
 
     # Top-level names that ROLL's envs files define only to be interpolated elsewhere
     # (e.g. `max_steps: ${max_actions_per_traj}`); they are YAML variables, not settings.

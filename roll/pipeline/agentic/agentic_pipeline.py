@@ -17,7 +17,9 @@ from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.pipeline.agentic.group_filter import copy_back_rewards, drop_zero_gradient_groups, zero_gradient_blockers
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
+from roll.pipeline.agentic.val_baselines import ValidationBaselines
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
     build_kl_controller,
@@ -54,6 +56,11 @@ class AgenticPipeline:
         self.recorder = TrajectoryRecorder(config)
         self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
+        self.gradient_blockers = zero_gradient_blockers(config)
+        if config.drop_zero_gradient_groups and self.gradient_blockers:
+            logger.info("drop_zero_gradient_groups has no effect here: equal-score groups still carry gradient "
+                        "(%s)", "; ".join(self.gradient_blockers))
+        self.blind_baselines = ValidationBaselines(config.custom_envs) if config.report.map_blind_baselines else None
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
         self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
@@ -82,11 +89,17 @@ class AgenticPipeline:
                 with self.timer(metrics, "time/step_rollout"):
                     batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
                 metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
-                with self.timer(metrics, "time/step_logprobs"):
-                    self.score(batch)
-                metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
-                with self.timer(metrics, "time/step_train"):
-                    metrics.update(self.train(batch, step))
+                kept, kept_metrics = drop_zero_gradient_groups(
+                    batch, config.drop_zero_gradient_groups, self.gradient_blockers, self.actor_train.num_workers)
+                metrics.update(kept_metrics)
+                trained = batch if len(kept) == len(batch) else batch.index(kept)
+                if kept:
+                    with self.timer(metrics, "time/step_logprobs"):
+                        self.score(trained)
+                    metrics.update(compute_advantage_step(trained, config, self.kl_ctrl.value))
+                    copy_back_rewards(batch, trained, kept)
+                    with self.timer(metrics, "time/step_train"):
+                        metrics.update(self.train(trained, step))
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
             metrics.update(self.watch.check(batch, metrics, step))
             tokens = int(batch["attention_mask"].sum())
@@ -114,6 +127,8 @@ class AgenticPipeline:
         size = self.config.val_batch_size or self.config.val_env_manager.env_count
         batch = self.val_rollout.get_batch(size, step)
         metrics = val_metrics(batch)
+        if self.blind_baselines is not None:
+            metrics.update(self.blind_baselines.metrics(batch))
         self.val_history.append((step, metrics))
         self.recorder.save(batch, step, "val")
         return metrics
