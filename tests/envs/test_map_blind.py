@@ -24,7 +24,7 @@ def lake(*rows: str):
 
 def test_one_step_map_exact_rates():
     env = lake("SG")  # Right wins; Left, Down and Up bump into the edge
-    graph = explore_map(env, seed=0)
+    graph = explore_map(env, seed=0, horizon=10)
     assert random_policy_success([graph], 1, UNIFORM)[0] == pytest.approx(0.25)
     assert random_policy_success([graph], 2, UNIFORM)[0] == pytest.approx(1 - 0.75**2)
     result = map_blind_baselines(env, [0, 1], horizon=2)
@@ -36,7 +36,7 @@ def test_one_step_map_exact_rates():
 
 def test_hole_next_to_start():
     # Right falls in; Down then Right is the only two-move win: 1/16 for uniform moves
-    graph = explore_map(lake("SH", "FG"), seed=0)
+    graph = explore_map(lake("SH", "FG"), seed=0, horizon=10)
     assert random_policy_success([graph], 2, UNIFORM)[0] == pytest.approx(1 / 16)
     assert random_policy_success([graph], 1, UNIFORM)[0] == 0.0
 
@@ -44,8 +44,8 @@ def test_hole_next_to_start():
 def test_no_fixed_sequence_solves_two_mirrored_maps():
     # Map A is only solved by going down first, map B only by going right first: one sequence
     # cannot do both, while a policy that reads the map solves both.
-    down_first = explore_map(lake("SHFF", "FHFF", "FHFF", "FFFG"), seed=0)
-    right_first = explore_map(lake("SFFF", "HHHF", "FFFF", "FFFG"), seed=0)
+    down_first = explore_map(lake("SHFF", "FHFF", "FHFF", "FFFG"), seed=0, horizon=10)
+    right_first = explore_map(lake("SFFF", "HHHF", "FFFF", "FFFG"), seed=0, horizon=10)
     sequence, solves, complete = best_fixed_sequence([down_first, right_first], horizon=10)
     assert complete and sorted(solves) == [False, True]
     assert solved_beyond_sequence([1.0, 1.0], solves) == 0.5
@@ -54,8 +54,14 @@ def test_no_fixed_sequence_solves_two_mirrored_maps():
     assert solves == (True, True)
 
 
+def test_exploration_stops_at_the_horizon():
+    # an open 4x4 map has 16 cells; within 2 moves of the corner only 6 are reachable
+    assert len(explore_map(lake("SFFF", "FFFF", "FFFF", "FFFG"), seed=0, horizon=2).solved) == 6
+    assert len(explore_map(lake("SFFF", "FFFF", "FFFF", "FFFG"), seed=0, horizon=10).solved) == 16
+
+
 def test_horizon_shorter_than_the_path_solves_nothing():
-    graph = explore_map(lake("SFFF", "FFFF", "FFFF", "FFFG"), seed=0)
+    graph = explore_map(lake("SFFF", "FFFF", "FFFF", "FFFG"), seed=0, horizon=10)
     assert best_fixed_sequence([graph], horizon=5)[1] == (False,)
     assert best_fixed_sequence([graph], horizon=6)[1] == (True,)
 
@@ -64,7 +70,7 @@ def test_sokoban_room_needs_its_optimal_number_of_moves():
     env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=10)
     env.reset(seed=3)
     optimal = env.optimal_moves  # the generator's own reverse-search length
-    graph = explore_map(env, seed=3)
+    graph = explore_map(env, seed=3, horizon=10)
     assert graph.moves_to_solve[0] == optimal
     assert best_fixed_sequence([graph], horizon=optimal)[1] == (True,)
     assert best_fixed_sequence([graph], horizon=optimal - 1)[1] == (False,)
@@ -90,8 +96,8 @@ def test_bias_grid_rows_are_distributions():
 
 def test_unsupported_envs_are_named():
     with pytest.raises(ValueError, match="is_slippery"):
-        explore_map(make_env("frozen_lake", is_slippery=True), seed=0)
+        explore_map(make_env("frozen_lake", is_slippery=True), seed=0, horizon=10)
     with pytest.raises(ValueError, match="deterministic grid env"):
-        explore_map(make_env("countdown"), seed=0)
+        explore_map(make_env("countdown"), seed=0, horizon=10)
     with pytest.raises(ValueError, match="2 agent results for 3 maps"):
         solved_beyond_sequence([1.0, 0.0], [True, False, False])

@@ -11,10 +11,10 @@ agent's validation success we report, on the same maps (same env, same seeds):
 
 None of them reads the observation, so an agent that beats them all reads the board.
 
-How: each map's reachable states are explored once by playing the real env (``copy.deepcopy`` of
-the env and ``env.step`` with model-style text), keyed by the rendered observation. The baselines
-are then exact numbers on that graph (no sampling noise): the fixed sequence by a depth-first
-search over move sequences, pruned by "maps still solvable in the moves left"; the random
+How: each map's states within the episode's horizon are explored once by playing the real env
+(``copy.deepcopy`` of the env and ``env.step`` with model-style text), keyed by the rendered
+observation. The baselines are then exact numbers on that graph (no sampling noise): the fixed
+sequence by a depth-first search over move sequences, pruned by "maps still solvable in the moves left"; the random
 policies by propagating the state distribution for the episode's horizon. This needs an env
 whose move results are deterministic and whose render shows its whole state, so only the envs in
 ``DETERMINISTIC_GRID_ENVS`` (non-slippery) are accepted.
@@ -41,7 +41,7 @@ UNSOLVABLE = 1 << 30
 
 @dataclass(frozen=True)
 class MapGraph:
-    """One map's reachable states. ``next_state[s][a]``: the state after action a (terminal states
+    """One map's states within the horizon. ``next_state[s][a]``: the state after action a (terminal states
     lead to themselves); ``solved[s]``: s is a success; ``moves_to_solve[s]``: fewest moves from s
     to a success (UNSOLVABLE if none)."""
 
@@ -82,29 +82,44 @@ def check_supported(env: BaseEnv) -> None:
         raise ValueError(f"map-blind baselines need deterministic moves; {type(env).__name__} has is_slippery=true")
 
 
+def _shared_values(env: BaseEnv) -> dict[int, object]:
+    """A deepcopy memo that shares the env's config and its hashable (immutable) attributes, such as
+    a room's fixed cells, between copies: copying them is most of the cost and changes nothing."""
+    memo: dict[int, object] = {id(env.config): env.config}
+    for value in vars(env).values():
+        try:
+            hash(value)
+        except TypeError:
+            continue
+        memo[id(value)] = value
+    return memo
+
+
 def _step_copy(env: BaseEnv, text: str) -> tuple[BaseEnv, bool, bool]:
     """A copy of ``env`` after one step with ``text``: (copy, terminated, success). The copy's turn
     counter restarts so the env's own max_steps never truncates the exploration (the horizon is
     applied by the callers instead)."""
-    child = copy.deepcopy(env, memo={id(env.config): env.config})
+    child = copy.deepcopy(env, memo=_shared_values(env))
     child.num_turns = 0
     _, _, terminated, _, info = child.step(text)
     return child, terminated, bool(info["metrics"]["success"])
 
 
-def explore_map(env: BaseEnv, seed: int, max_states: int = 20_000) -> MapGraph:
-    """Every state reachable from ``env.reset(seed)`` by legal moves, by playing the real env."""
+def explore_map(env: BaseEnv, seed: int, horizon: int, max_states: int = 200_000) -> MapGraph:
+    """Every state reachable from ``env.reset(seed)`` in at most ``horizon`` legal moves, by playing
+    the real env. States first reached at depth ``horizon`` are kept without their moves (they lead
+    to themselves): no episode of ``horizon`` moves steps on from them."""
     check_supported(env)
     env.reset(seed=seed)
     texts = [env.format_answer(name) for name in env.action_names()]
     keys = {(env.render(), False): 0}
-    frontier = deque([(env, False)])
+    frontier = deque([(env, False, 0)])
     next_state: list[list[int]] = []
     solved: list[bool] = [env.is_success()]
     while frontier:
-        state_env, terminal = frontier.popleft()
+        state_env, terminal, depth = frontier.popleft()
         index = len(next_state)
-        if terminal:
+        if terminal or depth == horizon:
             next_state.append([index] * len(texts))
             continue
         row = []
@@ -113,11 +128,11 @@ def explore_map(env: BaseEnv, seed: int, max_states: int = 20_000) -> MapGraph:
             key = (child.render(), terminated)
             if key not in keys:
                 if len(keys) >= max_states:
-                    raise ValueError(f"seed {seed}: more than {max_states} reachable states; "
-                                     "map-blind baselines are meant for small grids")
+                    raise ValueError(f"seed {seed}: more than {max_states} states within {horizon} moves; "
+                                     "map-blind baselines are meant for small grids and short episodes")
                 keys[key] = len(keys)
                 solved.append(success)
-                frontier.append((child, terminated))
+                frontier.append((child, terminated, depth + 1))
             row.append(keys[key])
         next_state.append(row)
     return MapGraph(tuple(map(tuple, next_state)), tuple(solved), _moves_to_solve(next_state, solved))
@@ -204,7 +219,7 @@ def map_blind_baselines(env: BaseEnv, seeds: Sequence[int], horizon: int, bias_r
         raise ValueError("map-blind baselines need at least one seed")
     if horizon < 1:
         raise ValueError(f"horizon must be at least 1 move, got {horizon}")
-    graphs = [explore_map(env, seed) for seed in seeds]
+    graphs = [explore_map(env, seed, horizon) for seed in seeds]
     names = tuple(env.action_names())
     sequence, solves, complete = best_fixed_sequence(graphs, horizon, max_nodes)
     grid = bias_grid(len(names), bias_resolution)
