@@ -51,7 +51,12 @@ def build_model(model_path: str, kind: str, model_args: ModelArgs) -> nn.Module:
         model = apply_lora(model, model_args, kind)
     freeze_modules(model, model_args.freeze_module_prefix)
     if not model_args.disable_gradient_checkpointing:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5.20 renamed gradient_checkpointing_enable; .venv-vllm has an older one (vLLM pins it)
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if model_args.lora_rank:
             model.enable_input_require_grads()
     return model

@@ -1,7 +1,8 @@
 """The saved trajectories the report shows: a few episodes per step (and per validation) as JSON.
 
 `logging_dir/trajectories/step_NNNNN.json` (training) and `val_NNNNN.json` (validation) hold one
-record per episode: the conversation, actions, step rewards, env metrics, score, and for the viewer
+record per episode: the conversation, actions, step rewards, env metrics, score, the extras a custom
+env manager added to its trajectories, and for the viewer
 each turn's board, reply, parsed action, validity and reward, plus the trajectory's tokens (text,
 response mask, the log-probs the inference worker sampled them with).
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 logger = logging.getLogger(__name__)
-META_KEYS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards", "stop_reason")
 
 
 def trajectory_file(logging_dir: str | Path, kind: str, step: int) -> Path:
@@ -64,7 +64,8 @@ class TrajectoryRecorder:
 
     def record(self, batch: Batch, i: int, step: int, kind: str) -> dict[str, Any]:
         row: dict[str, Any] = {"kind": kind, "step": step}
-        row.update({key: _plain(batch.meta[key][i]) for key in META_KEYS if key in batch.meta})
+        # every meta column: the trajectory's fields and any extras a user's env manager added
+        row.update({key: _plain(batch.meta[key][i]) for key in batch.meta})
         row["score"] = float(batch["scores"][i])
         if "response_level_rewards" in batch:
             row["reward"] = float(batch["response_level_rewards"][i])
