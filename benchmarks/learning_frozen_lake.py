@@ -2,9 +2,14 @@
 
 Runs the CPU example (examples/smollm2-135M-agentic_cpu) through the real launcher, then reads the
 run's metrics.jsonl and prints validation success and action validity at step 0 (before any RL, after
-the SFT warm-up) and at every validation. Extra arguments are Hydra overrides:
+the SFT warm-up) and at every validation, each beside the map-blind baselines measured on the same
+validation maps in the same run (val/blind/*: the best fixed move sequence, the best biased random
+policy, uniform random moves; see roll/agentic/env/map_blind.py), and the share of the maps the agent
+solved on which the best fixed sequence fails ("beyond seq"). Extra arguments are Hydra overrides:
 
     python benchmarks/learning_frozen_lake.py max_steps=40 eval_steps=5
+
+Any config of the CPU example's shape works, e.g. a Sokoban run: --config-name NAME as first arguments.
 """
 
 from __future__ import annotations
@@ -26,6 +31,22 @@ def read_validations(metrics_file: Path) -> list[dict]:
     return [r for r in rows if any(k.startswith("val/") for k in r)]
 
 
+COLUMNS = (("val success", "val/env/{tag}/success"), ("action valid", "val/env/{tag}/action_is_valid"),
+           ("fixed seq", "val/blind/{tag}/fixed_sequence"), ("biased rand", "val/blind/{tag}/biased_random"),
+           ("uniform", "val/blind/{tag}/uniform_random"), ("beyond seq", "val/blind/{tag}/agent_solved_beyond_sequence"))
+
+
+def validation_table(rows: list[dict]) -> str:
+    """One line per validation and env tag: the agent's numbers beside the map-blind baselines."""
+    tags = sorted({k.split("/")[2] for r in rows for k in r if k.startswith("val/env/") and k.endswith("/success")})
+    lines = [f"{'before step':>11} {'tag':>14} " + " ".join(f"{label:>12}" for label, _ in COLUMNS)]
+    for row in rows:
+        for tag in tags:
+            values = [row.get(key.format(tag=tag), float("nan")) for _, key in COLUMNS]
+            lines.append(f"{row['step']:>11} {tag:>14} " + " ".join(f"{v:>12.3f}" for v in values))
+    return "\n".join(lines)
+
+
 def mean_of(row: dict, suffix: str) -> float:
     values = [v for k, v in row.items() if k.startswith("val/env/") and k.endswith(suffix)]
     return sum(values) / len(values) if values else float("nan")
@@ -34,20 +55,26 @@ def mean_of(row: dict, suffix: str) -> float:
 def main(overrides: list[str]) -> int:
     from roll.launch import main as launch
 
+    config_name = CONFIG[1]
+    if overrides[:1] == ["--config-name"]:
+        config_name, overrides = overrides[1], overrides[2:]
+
+    from benchmarks.train_throughput import matmul_flops
+
+    gflops = matmul_flops() / 1e9  # the machine's speed beside the wall time (shared cores vary)
     exp = f"learning_frozen_lake_{int(time.time())}"
     overrides = [f"exp_name={exp}", *overrides]
     start = time.time()
-    code = launch(["--config-path", CONFIG[0], "--config-name", CONFIG[1], *overrides],
+    code = launch(["--config-path", CONFIG[0], "--config-name", config_name, *overrides],
                   default_pipeline="roll.pipeline.agentic.agentic_pipeline.AgenticPipeline")
     minutes = (time.time() - start) / 60
     if code:
         return code
     metrics_file = ROOT / "output" / exp / "logs" / "metrics.jsonl"
     rows = read_validations(metrics_file)
-    print(f"\nFrozenLake 4x4 (non-slippery), SmolLM2-135M-Instruct, GRPO, CPU: {minutes:.1f} min, overrides {overrides}")
-    print(f"{'before step':>12} {'val success':>12} {'action valid':>13} {'val score':>10}")
-    for row in rows:
-        print(f"{row['step']:>12} {mean_of(row, '/success'):>12.3f} {mean_of(row, '/action_is_valid'):>13.3f} {row.get('val/score/mean', float('nan')):>10.3f}")
+    print(f"\n{CONFIG[0]} ({config_name}), GRPO, CPU: {minutes:.1f} min, "
+          f"matmul {gflops:.0f} GFLOP/s fp32 at start, overrides {overrides}")
+    print(validation_table(rows))
     if len(rows) >= 2:
         gain = mean_of(rows[-1], "/success") - mean_of(rows[0], "/success")
         print(f"val success change: {gain * 100:+.1f} points")

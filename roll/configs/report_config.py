@@ -15,6 +15,8 @@ class ReportConfig:
     trajectories_per_step: int = 4  # training episodes saved as JSON per step (the report shows only saved ones)
     val_trajectories: int = 8  # validation episodes saved per validation (fixed seeds: the same maps every time)
     write_report: bool = True  # report.html and plots/ under logging_dir, after each validation and at the end
+    # beside each validation, the success of policies that never read the map (val/blind/*), on the same maps
+    map_blind_baselines: bool = True
     progress_interval_s: float = 30.0  # a progress line at least this often during long phases (logs without a terminal)
 
     def __post_init__(self) -> None:

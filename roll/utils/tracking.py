@@ -42,6 +42,9 @@ def headline(metrics: dict[str, float]) -> str:
     val = [v for k, v in metrics.items() if k.startswith("val/") and k.endswith("/success")]
     if val:
         parts.append(f"val_success {sum(val) / len(val):.3f}")
+    blind = [v for k, v in metrics.items() if k.startswith("val/blind/") and k.endswith("/best")]
+    if blind:
+        parts.append(f"map-blind best {sum(blind) / len(blind):.3f}")
     timings = [f"{label} {metrics[key]:.1f}" for label, key in _TIMINGS if key in metrics]
     if timings:
         parts.append("time s: " + " ".join(timings))

@@ -22,8 +22,9 @@ class Curve:
 
 
 CURVES = (
-    Curve("validation", "Validation success and action validity per tag", "share of episodes",
-          r"^val/env/[^/]+/(success|action_is_valid)$"),
+    # val/blind/<tag>/best: the best map-blind policy on the same maps, the line the agent must beat
+    Curve("validation", "Validation success and action validity per tag, and the map-blind best", "share of episodes",
+          r"^val/(env/[^/]+/(success|action_is_valid)|blind/[^/]+/best)$"),
     Curve("train_score", "Training: score and success per tag", "value", r"^(critic/score/mean|env/[^/]+/success)$"),
     Curve("entropy", "Entropy (nats per response token)", "nats", r"^(actor/entropy|collapse/rollout_entropy)$"),
     Curve("kl", "KL to the reference / to the old policy", "KL", r"^(critic/kl|actor/approxkl|actor/kl_loss)$"),

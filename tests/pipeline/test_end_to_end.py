@@ -36,6 +36,9 @@ def overrides(model_dir: Path, work: Path, max_steps: int, extra: dict[str, str]
         "custom_envs.FrozenLakeCPU.max_tokens_per_step": "8", "actor_infer.generating_args.max_new_tokens": "8",
         "actor_train.training_args.per_device_train_batch_size": "4", "actor_train.training_args.gradient_accumulation_steps": "2",
         "sft_warmup.steps": "1", "sft_warmup.episodes_per_step": "4",
+        # A tiny random model scores every episode alike, so every group would be dropped as carrying
+        # no gradient; these tests exercise the training path (test_zero_gradient_groups_skip_training).
+        "drop_zero_gradient_groups": "false",
     }
     values.update(named)
     values.update(extra or {})
@@ -148,3 +151,24 @@ def test_ppo_and_reinforce_pp_examples_train_a_step(tiny_model_dir, work, config
     if config_name.startswith("agent_ppo"):
         assert "critic/vf_loss" in row and "critic/values/mean" in row
         assert (work / "out" / "checkpoints" / "checkpoint-1" / "critic").is_dir()
+
+
+def test_zero_gradient_groups_skip_training_and_validation_shows_map_blind_baselines(tiny_model_dir, work):
+    args = overrides(tiny_model_dir, work, max_steps=1, drop_zero_gradient_groups="true", save_steps="10",
+                     **{"report.trajectories_per_step": "8"})
+    output = run_to_end(args, work)
+    rows = read_metrics(work)
+    (step,) = [r for r in rows if "system/samples" in r]
+    # the saved episodes of the step (all 8) say which of its 2 groups scored alike
+    episodes = json.loads((work / "logs" / "trajectories" / "step_00001.json").read_text())
+    scores: dict[str, set] = {}
+    for episode in episodes:
+        scores.setdefault(episode["traj_group_id"], set()).add(episode["score"])
+    alike = sum(len(s) == 1 for s in scores.values())
+    assert len(episodes) == 8 and len(scores) == 2
+    assert (step["batch/groups_dropped"], step["batch/groups_kept"], step["batch/samples_trained"]) == (alike, 2 - alike, 4 * (2 - alike))
+    assert ("actor/pg_loss" in step) == (alike < 2) and ("time/step_train" in step) == (alike < 2)
+    # 3 moves per episode cannot reach a goal 6 moves away: every map-blind baseline is 0
+    val = [r for r in rows if "val/blind/FrozenLakeCPU/best" in r]
+    assert val and all(r["val/blind/FrozenLakeCPU/fixed_sequence"] == 0.0 for r in val)
+    assert "map-blind best 0.000" in output

@@ -7,6 +7,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
+from roll.viewer.plots import write_plots
 from roll.viewer.report import find_logging_dir, step_rows
 from roll.viewer.records import token_texts
 
@@ -42,3 +43,14 @@ def test_find_logging_dir(tmp_path):
     (other / "metrics.jsonl").write_text("")
     with pytest.raises(ValueError, match="several runs"):
         find_logging_dir(tmp_path / "out")
+
+
+def test_validation_plot_draws_the_map_blind_baseline_beside_success(tmp_path):
+    rows = [{"step": 1, "val/env/A/success": 0.25, "val/blind/A/best": 0.45, "val/blind/A/uniform_random": 0.01},
+            {"step": 5, "val/env/A/success": 0.5, "val/blind/A/best": 0.45}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_plots(tmp_path)
+    drawn = json.loads((tmp_path / "plots" / "curves.json").read_text())["validation"]
+    assert drawn["val/blind/A/best"] == [[1.0, 0.45], [5.0, 0.45]]
+    assert drawn["val/env/A/success"] == [[1.0, 0.25], [5.0, 0.5]]
+    assert "val/blind/A/uniform_random" not in drawn

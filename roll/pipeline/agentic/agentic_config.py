@@ -99,6 +99,9 @@ class AgenticConfig(BaseConfig):
     sft_warmup: SFTWarmupConfig = field(default_factory=SFTWarmupConfig)
     report: ReportConfig = field(default_factory=ReportConfig)  # saved trajectories, report.html, progress lines
     alarms: AlarmConfig = field(default_factory=AlarmConfig)  # collapse alarm thresholds
+    # Skip scoring and training GRPO groups whose scores are all equal, where that is provably a zero
+    # gradient (roll/pipeline/agentic/group_filter.py says when); the step trains on fewer samples.
+    drop_zero_gradient_groups: bool = True
 
     # step-level credit (docs/algorithms.md): read by adv_estimator gigpo and step_reinforce
     step_reward_gamma: float = 0.95  # discount of the per-turn env rewards in a step return

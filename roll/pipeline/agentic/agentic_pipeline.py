@@ -21,7 +21,9 @@ from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.batch_adjust import adjusted_indices, take_rows, train_multiple
 from roll.pipeline.agentic.correction_step import apply_train_infer_correction
+from roll.pipeline.agentic.group_filter import copy_back_rewards, drop_zero_gradient_groups, zero_gradient_blockers
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
+from roll.pipeline.agentic.val_baselines import ValidationBaselines
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
     build_kl_controller,
@@ -58,6 +60,11 @@ class AgenticPipeline:
         self.recorder = TrajectoryRecorder(config)
         self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
+        self.gradient_blockers = zero_gradient_blockers(config)
+        if config.drop_zero_gradient_groups and self.gradient_blockers:
+            logger.info("drop_zero_gradient_groups has no effect here: equal-score groups still carry gradient "
+                        "(%s)", "; ".join(self.gradient_blockers))
+        self.blind_baselines = ValidationBaselines(config.custom_envs) if config.report.map_blind_baselines else None
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
         if config.async_generation_ratio > 0:
@@ -90,17 +97,13 @@ class AgenticPipeline:
                 with self.timer(metrics, "time/step_rollout"):
                     batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
                 metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
-                # batch_adjust_mode: which samples train, fixed now so scoring knows the training batch size
-                train_rows = adjusted_indices(len(batch), self.train_multiple(), config.batch_adjust_mode,
-                                              random.Random(config.seed + step))
-                with self.timer(metrics, "time/step_logprobs"):
-                    self.score(batch, train_size=len(train_rows))
-                metrics.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
-                batch, adjust_metrics = take_rows(batch, train_rows)
-                metrics.update(adjust_metrics)
-                metrics.update(apply_train_infer_correction(batch, config))
-                with self.timer(metrics, "time/step_train"):
-                    metrics.update(self.train(batch, step))
+                kept, kept_metrics = drop_zero_gradient_groups(
+                    batch, config.drop_zero_gradient_groups, self.gradient_blockers, self.actor_train.num_workers)
+                metrics.update(kept_metrics)
+                if kept:
+                    trained = batch if len(kept) == len(batch) else batch.index(kept)
+                    metrics.update(self.train_on(trained, step, metrics))
+                    copy_back_rewards(batch, trained, kept)
                 self.kl_ctrl.update(metrics.get("critic/kl", 0.0), len(batch))
             metrics.update(self.watch.check(batch, metrics, step))
             tokens = int(batch["attention_mask"].sum())
@@ -117,6 +120,24 @@ class AgenticPipeline:
         return self.finish()
 
     # --- the steps ---------------------------------------------------------------------------
+
+    def train_on(self, batch: Batch, step: int, metrics: dict[str, float]) -> dict[str, float]:
+        """Scores, advantages and one training update on `batch` (the rollout's groups that carry gradient).
+        The advantages are written into `batch`; batch_adjust_mode then picks the rows that train."""
+        config = self.config
+        out: dict[str, float] = {}
+        # batch_adjust_mode: which samples train, fixed now so scoring knows the training batch size
+        train_rows = adjusted_indices(len(batch), self.train_multiple(), config.batch_adjust_mode,
+                                      random.Random(config.seed + step))
+        with self.timer(metrics, "time/step_logprobs"):
+            self.score(batch, train_size=len(train_rows))
+        out.update(compute_advantage_step(batch, config, self.kl_ctrl.value))
+        trained, adjust_metrics = take_rows(batch, train_rows)
+        out.update(adjust_metrics)
+        out.update(apply_train_infer_correction(trained, config))
+        with self.timer(metrics, "time/step_train"):
+            out.update(self.train(trained, step))
+        return out
 
     def sync_weights(self, version: int) -> None:
         """SPEC §4.1: actor_infer generates with actor_train's current weights. In async training they
@@ -138,6 +159,8 @@ class AgenticPipeline:
         else:
             batch = self.val_rollout.get_batch(size, step)
         metrics = val_metrics(batch)
+        if self.blind_baselines is not None:
+            metrics.update(self.blind_baselines.metrics(batch))
         self.val_history.append((step, metrics))
         self.recorder.save(batch, step, "val")
         return metrics

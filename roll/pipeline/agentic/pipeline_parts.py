@@ -118,7 +118,8 @@ def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "Agen
         table.add_column("validation metric")
         table.add_column(f"before (step {first_step})", justify="right")
         table.add_column(f"after (step {last_step})", justify="right")
-        for key in sorted(k for k in last if k.endswith(("/success", "/action_is_valid"))):
+        shown = [k for k in last if k.endswith(("/success", "/action_is_valid")) or k.startswith("val/blind/")]
+        for key in sorted(shown):
             table.add_row(key, f"{first.get(key, float('nan')):.3f}", f"{last[key]:.3f}")
         # Plain text (no colour codes): the summary goes to the log file as well as the terminal.
         console = Console(file=io.StringIO(), width=100, color_system=None)

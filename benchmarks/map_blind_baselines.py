@@ -1,0 +1,72 @@
+"""The map-blind baselines of a config's validation maps, without running anything else.
+
+Reads the config, derives the validation episodes' tags and env seeds as RolloutScheduler does
+(seeds depend only on the run's seed and the episode's index), and prints per env tag what the best
+fixed move sequence, the best biased random policy and uniform random moves reach on those maps
+(roll/agentic/env/map_blind.py). A run's validation logs the same numbers (val/blind/*).
+
+    python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
+        --config-name agent_val_frozen_lake [overrides...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def validation_maps(config) -> dict[str, list[int]]:
+    """tag -> the env seeds of one validation, in episode order (one seed per GRPO group)."""
+    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler, round_robin_by_tag, split_groups
+
+    manager = config.val_env_manager
+    group_tags = split_groups(manager.num_env_groups, list(manager.tags), manager.num_groups_partition)
+    order = round_robin_by_tag(group_tags)
+    episodes = (config.val_batch_size or manager.env_count) // manager.group_size
+    scheduler = SimpleNamespace(mode="val", seed=config.seed)
+    maps: dict[str, list[int]] = {}
+    for task in range(episodes):
+        tag = group_tags[order[task % len(group_tags)]]
+        maps.setdefault(tag, []).append(RolloutScheduler._group_seed(scheduler, 0, task))
+    return maps
+
+
+def main(argv: list[str]) -> int:
+    from roll.agentic.env.map_blind import check_supported, map_blind_baselines
+    from roll.agentic.env.registry import make_env
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config-path", required=True)
+    parser.add_argument("--config-name", required=True)
+    args, overrides = parser.parse_known_args(argv)
+    config = load_agentic_config(args.config_path, args.config_name, overrides)
+    for tag, seeds in validation_maps(config).items():
+        spec = config.custom_envs[tag]
+        env = make_env(spec.env_type, **spec.env_config)
+        try:
+            check_supported(env)
+        except ValueError as exc:
+            print(f"{tag}: no map-blind baselines ({exc})")
+            continue
+        horizon = min(spec.max_steps, env.config.max_steps)
+        start = time.perf_counter()
+        result = map_blind_baselines(env, seeds, horizon)
+        bias = ", ".join(f"{name} {p:.2f}" for name, p in zip(result.action_names, result.best_bias) if p)
+        print(f"{tag} ({spec.env_type}, {len(seeds)} validation maps, {horizon} moves; computed in "
+              f"{time.perf_counter() - start:.1f} s)")
+        print(f"  best fixed sequence   {result.fixed_sequence_success:.3f}  {', '.join(result.best_sequence)}"
+              f"{'' if result.sequence_search_complete else '  (search budget hit: best found)'}")
+        print(f"  best biased random    {result.biased_random_success:.3f}  {bias}")
+        print(f"  uniform random moves  {result.uniform_random_success:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
