@@ -89,11 +89,7 @@ def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
         max_grad_norm=config.max_grad_norm,
         value_clip=config.value_clip,
         pg_variant=worker.pg_variant,
-        pg_variant_args=PGVariantArgs(
-            tis_lower_bound=worker.tis_lower_bound, tis_upper_bound=worker.tis_upper_bound,
-            topr_positive_weight=worker.topr_positive_weight, topr_negative_weight=worker.topr_negative_weight,
-            cispo_epsilon_low=worker.cispo_epsilon_low, cispo_epsilon_high=worker.cispo_epsilon_high,
-            cispo_use_unified_mask=worker.cispo_use_unified_mask, kimi15_tau=worker.kimi15_tau),
+        pg_variant_args=PGVariantArgs.from_worker(worker),
         train_infer_correction=config.train_infer_correction,
     )
 
