@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,28 +46,37 @@ def embedded_gguf_path() -> Path:
 def prepare_embedded_model(cache_dir: str | Path | None = None) -> Path:
     """Returns a Hugging Face folder holding SmolLM2-135M-Instruct, converting the GGUF on first use."""
     target = Path(cache_dir or cache_root() / "models") / EMBEDDED_MODEL_NAME
-    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
-        return target
+    return build_model_folder_once(target, _convert_embedded_gguf)
+
+
+def _convert_embedded_gguf(folder: Path) -> None:
     gguf = embedded_gguf_path()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), dtype=torch.float32
+    )
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = CHATML_TEMPLATE
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|im_end|>"
+    model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def build_model_folder_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """`target` when it already holds a model; otherwise `build(folder)` writes one into a temp folder
+    beside it that is then renamed, so concurrent processes never see a half-written model."""
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Write into a temp folder beside the target and rename, so concurrent processes never see a half-written model.
-    staging = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_MODEL_NAME}-", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), dtype=torch.float32
-        )
-        if not tokenizer.chat_template:
-            tokenizer.chat_template = CHATML_TEMPLATE
-        tokenizer.eos_token = "<|im_end|>"
-        tokenizer.pad_token = "<|im_end|>"
-        model.config.eos_token_id = model.generation_config.eos_token_id = tokenizer.eos_token_id
-        model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+        build(staging)
         try:
             staging.rename(target)
         except OSError:  # another process finished first: keep theirs

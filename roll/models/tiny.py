@@ -12,15 +12,13 @@ By name, `pretrain=tiny-random-qwen2` (or `tiny-random-llama`) builds one once i
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
-from roll.models.embedded import CHATML_TEMPLATE, cache_root  # the same ChatML as the embedded SmolLM2
+from roll.models.embedded import CHATML_TEMPLATE, build_model_folder_once, cache_root  # the same ChatML as the embedded SmolLM2
 
 LLAMA3_TEMPLATE = (
     "{{ '<|begin_of_text|>' }}"
@@ -117,18 +115,4 @@ def prepare_tiny_model(name: str, cache_dir: str | Path | None = None) -> Path:
     if name not in TINY_MODEL_NAMES:
         raise ValueError(f"unknown tiny model {name!r}; known: {', '.join(TINY_MODEL_NAMES)}")
     target = Path(cache_dir or cache_root() / "models") / name
-    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Built beside the target and renamed, so concurrent processes never see a half-written model.
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-    try:
-        build_tiny_model(staging, arch=TINY_MODEL_NAMES[name])
-        try:
-            staging.rename(target)
-        except OSError:  # another process finished first: keep theirs
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_model_folder_once(target, lambda folder: build_tiny_model(folder, arch=TINY_MODEL_NAMES[name]))
