@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from roll.agentic.env import make_env
-from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager, aggregate_metrics
-from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
+from roll.pipeline.agentic.env_manager.traj_env_manager import EpisodeSteps, TrajEnvManager
+from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 
 TEMPLATE_FIELDS = ("env_instruction", "step_count", "history_length", "history", "current_step",
                    "current_observation", "max_response_length", "turn_idx", "observation", "actions_left")
@@ -85,7 +85,7 @@ class StepEnvManager(TrajEnvManager):
         session_id = f"{self.session_prefix}-{episode_key}"
         turns: list[dict[str, Any]] = []  # per turn: tokens, messages, state_key, generated
         history: list[tuple[int, str, str]] = []
-        rewards, actions, step_metrics, modes = [], [], [], {}
+        steps = EpisodeSteps()
         stop_reason = "max_steps"
         try:
             for turn in range(self.spec.max_steps):
@@ -100,32 +100,22 @@ class StepEnvManager(TrajEnvManager):
                 state_key = self._state_key(seed)
                 max_new = min(self.spec.max_tokens_per_step, self.sequence_length - len(prompt_ids))
                 request = self._request(session_id, prompt_ids, max_new, chat.messages, seed, turn)
-                try:
-                    result = self.proxy.generate(request)
-                except Exception as exc:
-                    raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
+                result, text = self._generate_reply(chat, request, seed)
                 tokens = TokenBuffer()
                 tokens.add_prompt(prompt_ids)
                 tokens.add_response(result.output_ids, result.logprobs, result.weight_version)
-                out = result.output_ids
-                stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
-                text = chat.add_response(out, stopped)
-                turns.append({"tokens": tokens, "messages": chat.messages, "state_key": state_key, "generated": len(out)})
+                turns.append({"tokens": tokens, "messages": chat.messages, "state_key": state_key,
+                              "generated": len(result.output_ids)})
                 history.append((turn + 1, observation, text))
-                observation, reward, terminated, truncated, info = self._env_call("step", seed, self.env.step, text)
-                rewards.append(float(reward))
-                actions.append(text)
-                step_metrics.append(dict(info.get("metrics", {})))
-                modes.update(info.get("metrics_agg_mode", {}))
-                if terminated or truncated:
-                    stop_reason = "terminated" if terminated else "truncated"
+                observation, info, ended = self._play(seed, text, steps)
+                if ended:
+                    stop_reason = ended
                     break
         finally:
             self.proxy.release(session_id)
-        metrics = aggregate_metrics(step_metrics, modes)
-        metrics["num_actions"] = float(len(actions))
+        metrics = steps.episode_metrics()
         return [Trajectory.from_tokens(
-            t["tokens"], score=float(sum(rewards)), step_rewards=list(rewards), actions=list(actions),
+            t["tokens"], score=float(sum(steps.rewards)), step_rewards=list(steps.rewards), actions=list(steps.actions),
             messages=t["messages"], env_metrics=dict(metrics), tag=self.tag, env_seed=seed, stop_reason=stop_reason,
             generated_tokens=t["generated"], step_index=i, state_key=t["state_key"],
         ) for i, t in enumerate(turns)]

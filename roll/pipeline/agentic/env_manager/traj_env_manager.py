@@ -21,13 +21,14 @@ in `custom_envs.<tag>.env_manager_cls`; see docs/internals.md.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from roll.agentic.env import BaseEnv, make_env
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
-from roll.strategies.generation import GenerationRequest, SamplingParams
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 
 
 def call_with_timeout(fn: Callable, timeout_s: float | None, *args: Any) -> Any:
@@ -51,6 +52,21 @@ def call_with_timeout(fn: Callable, timeout_s: float | None, *args: Any) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+@dataclass
+class EpisodeSteps:
+    """What the env answered at each turn of one episode."""
+
+    rewards: list[float] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)  # the replies, as the env received them
+    step_metrics: list[dict[str, float]] = field(default_factory=list)
+    modes: dict[str, str] = field(default_factory=dict)  # metric name -> aggregation mode
+
+    def episode_metrics(self) -> dict[str, float]:
+        metrics = aggregate_metrics(self.step_metrics, self.modes)
+        metrics["num_actions"] = float(len(self.actions))
+        return metrics
 
 
 def aggregate_metrics(steps: list[dict[str, float]], modes: dict[str, str]) -> dict[str, float]:
@@ -124,6 +140,28 @@ class TrajEnvManager:
         first_user = (instruction + "\n" if instruction else "") + self._prompt(observation, 0)
         return [{"role": "system", "content": self.spec.agent_system_template}, {"role": "user", "content": first_user}]
 
+    def _generate_reply(self, chat: ChatTokens, request: GenerationRequest, seed: int) -> tuple[GenerationResult, str]:
+        """The model's reply to `request`, appended to `chat` (its text is what the env gets); a
+        generation error fails the episode."""
+        try:
+            result = self.proxy.generate(request)
+        except Exception as exc:
+            raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
+        out = result.output_ids
+        stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
+        return result, chat.add_response(out, stopped)
+
+    def _play(self, seed: int, text: str, steps: EpisodeSteps) -> tuple[Any, dict, str | None]:
+        """Steps the env with reply `text` and records the turn in `steps`; returns (observation, info,
+        "terminated" / "truncated" when the episode ended, else None)."""
+        observation, reward, terminated, truncated, info = self._env_call("step", seed, self.env.step, text)
+        steps.rewards.append(float(reward))
+        steps.actions.append(text)
+        steps.step_metrics.append(dict(info.get("metrics", {})))
+        steps.modes.update(info.get("metrics_agg_mode", {}))
+        ended = ("terminated" if terminated else "truncated") if (terminated or truncated) else None
+        return observation, info, ended
+
     def run_episode(self, seed: int, episode_key: str = "0") -> list[Trajectory]:
         """Plays one episode from `seed`; returns it as one Trajectory."""
         if self.env is None:
@@ -136,28 +174,18 @@ class TrajEnvManager:
         if len(tokens) >= self.sequence_length:
             raise ValueError(f"the first prompt of env {self.tag} has {len(tokens)} tokens, not below sequence_length={self.sequence_length}")
         session_id = f"{self.session_prefix}-{episode_key}"
-        rewards, actions, step_metrics, modes = [], [], [], {}
+        steps = EpisodeSteps()
         stop_reason, gen_tokens = "max_steps", 0
         try:
             for turn in range(self.spec.max_steps):
                 max_new = min(self.spec.max_tokens_per_step, self.sequence_length - len(tokens))
                 request = self._request(session_id, tokens.input_ids, max_new, chat.messages, seed, turn)
-                try:
-                    result = self.proxy.generate(request)
-                except Exception as exc:
-                    raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
-                out = result.output_ids
-                tokens.add_response(out, result.logprobs, result.weight_version)
-                gen_tokens += len(out)
-                stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
-                text = chat.add_response(out, stopped)
-                observation, reward, terminated, truncated, info = self._env_call("step", seed, self.env.step, text)
-                rewards.append(float(reward))
-                actions.append(text)
-                step_metrics.append(dict(info.get("metrics", {})))
-                modes.update(info.get("metrics_agg_mode", {}))
-                if terminated or truncated:
-                    stop_reason = "terminated" if terminated else "truncated"
+                result, text = self._generate_reply(chat, request, seed)
+                tokens.add_response(result.output_ids, result.logprobs, result.weight_version)
+                gen_tokens += len(result.output_ids)
+                observation, info, ended = self._play(seed, text, steps)
+                if ended:
+                    stop_reason = ended
                     break
                 if turn + 1 == self.spec.max_steps:
                     break
@@ -169,9 +197,7 @@ class TrajEnvManager:
                 tokens.add_prompt(delta)
         finally:
             self.proxy.release(session_id)
-        metrics = aggregate_metrics(step_metrics, modes)
-        metrics["num_actions"] = float(len(actions))
         return [Trajectory.from_tokens(
-            tokens, score=float(sum(rewards)), step_rewards=rewards, actions=actions, messages=chat.messages,
-            env_metrics=metrics, tag=self.tag, env_seed=seed, stop_reason=stop_reason, generated_tokens=gen_tokens,
+            tokens, score=float(sum(steps.rewards)), step_rewards=steps.rewards, actions=steps.actions,
+            messages=chat.messages, env_metrics=steps.episode_metrics(), tag=self.tag, env_seed=seed, stop_reason=stop_reason, generated_tokens=gen_tokens,
         )]
