@@ -15,7 +15,7 @@ from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import PolicyProxy, RandomProxy
 from roll.workers.infer_worker import InferWorker
 
-from tests.rollout.helpers import greedy, infer_config, manager_config
+from tests.rollout.helpers import fresh_logprobs, greedy, infer_config, manager_config
 
 pytest.importorskip("gem", reason="GEM is an optional dependency: pip install 'roll[gem]' (scripts/bootstrap.sh installs it)")
 
@@ -50,11 +50,8 @@ def test_gem_episodes_with_a_tiny_model_are_penalised_and_token_exact(tiny_model
         assert first_words[tag] in first_user
         if tag != "LegCounting":
             assert ("Enter your next guess" if tag == "GuessTheNumber" else "A: [3, 2, 1]") in first_user
-        ids = torch.tensor([traj.input_ids])
         mask = torch.tensor(traj.response_mask, dtype=torch.bool)
-        with torch.no_grad():
-            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
-        fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+        fresh = fresh_logprobs(model, traj.input_ids)
         assert torch.allclose(fresh[mask], torch.tensor(traj.infer_logprobs)[mask], atol=1e-4)
 
 

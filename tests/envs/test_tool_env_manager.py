@@ -19,7 +19,7 @@ from roll.pipeline.agentic.llm_proxy import PolicyProxy
 from roll.strategies.generation import GenerationRequest, GenerationResult
 from roll.workers.infer_worker import InferWorker
 
-from tests.rollout.helpers import greedy, infer_config, manager_config
+from tests.rollout.helpers import fresh_logprobs, greedy, infer_config, manager_config
 
 if sandbox_unavailable_reason():  # a property of the machine (no namespaces), not of roll: say why
     pytest.skip(f"the Python tool sandbox cannot run here: {sandbox_unavailable_reason()}", allow_module_level=True)
@@ -57,12 +57,6 @@ class ScriptedTurnsProxy:
 
     def release(self, session_id: str) -> None:
         self.proxy.release(session_id)
-
-
-def fresh_logprobs(model, ids: list[int]) -> torch.Tensor:
-    with torch.no_grad():
-        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-    return torch.cat([torch.zeros(1), logp[:-1].gather(1, torch.tensor(ids)[1:, None])[:, 0]])
 
 
 def segments(mask: list[int], value: int) -> list[tuple[int, int]]:

@@ -18,7 +18,7 @@ from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.workers.infer_worker import InferWorker
 
 from tests.conftest import SHARED_DIR
-from tests.rollout.helpers import FROZEN_LAKE_SPEC, infer_config, manager_config
+from tests.rollout.helpers import FROZEN_LAKE_SPEC, fresh_logprobs, infer_config, manager_config
 from roll.configs.worker_config import GeneratingArgs
 
 STEP_ENVS = OmegaConf.load(SHARED_DIR / "roll-configs" / "config" / "step_envs.yaml")
@@ -53,10 +53,7 @@ def test_each_turn_sample_is_the_prompt_seen_and_the_tokens_produced(tiny_model_
         reply = tokenizer.decode(s.input_ids[n:], skip_special_tokens=True, clean_up_tokenization_spaces=False)
         assert reply == assistant["content"] == s.actions[s.step_index]
         # fresh forward of the sample's ids gives the log-probs recorded when they were sampled
-        ids = torch.tensor([s.input_ids])
-        with torch.no_grad():
-            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
-        fresh = logp[n - 1:-1].gather(1, ids[0, n:, None])[:, 0]
+        fresh = fresh_logprobs(model, s.input_ids)[n:]
         assert torch.allclose(fresh, torch.tensor(s.infer_logprobs[n:]), atol=1e-4), (fresh - torch.tensor(s.infer_logprobs[n:])).abs().max()
         assert s.infer_logprobs[:n] == [0.0] * n
         # ROLL's step template fields

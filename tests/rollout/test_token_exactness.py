@@ -11,7 +11,7 @@ from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import PolicyProxy
 from roll.workers.infer_worker import InferWorker
 
-from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, infer_config, manager_config
+from tests.rollout.helpers import FROZEN_LAKE_SPEC, fresh_logprobs, greedy, infer_config, manager_config
 
 
 @pytest.mark.parametrize("model_fixture", ["tiny_model_dir", "tiny_llama_dir"])
@@ -33,11 +33,8 @@ def test_five_turn_episode_ids_and_logprobs_are_exact(model_fixture, request):
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     for t in (traj, traj2):
-        ids = torch.tensor([t.input_ids])
         mask = torch.tensor(t.response_mask, dtype=torch.bool)
-        with torch.no_grad():
-            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
-        fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+        fresh = fresh_logprobs(model, t.input_ids)
         recorded = torch.tensor(t.infer_logprobs)
         assert mask.sum() >= 5  # five responses of at least one token each
         assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
@@ -70,11 +67,8 @@ def test_a_template_that_trims_content_still_gives_exact_tokens(tiny_llama_dir):
         worker.shutdown()
     assert traj.env_metrics["num_actions"] == 5
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir).eval()
-    ids = torch.tensor([traj.input_ids])
     mask = torch.tensor(traj.response_mask, dtype=torch.bool)
-    with torch.no_grad():
-        logp = torch.log_softmax(model(ids).logits[0].float(), -1)
-    fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+    fresh = fresh_logprobs(model, traj.input_ids)
     assert torch.allclose(fresh[mask], torch.tensor(traj.infer_logprobs)[mask], atol=1e-4)
     text = tokenizer.decode(traj.input_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     rendered = tokenizer.apply_chat_template(traj.messages, tokenize=False)

@@ -12,6 +12,7 @@ import torch
 from roll.configs.worker_config import StrategyArgs, WorkerConfig, ModelArgs
 from roll.strategies.generation import GenerationRequest, SamplingParams
 from roll.strategies.vllm_infer import vllm_unavailable_reason
+from tests.rollout.helpers import fresh_logprobs
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(vllm_unavailable_reason() is not None,
                                                   reason=str(vllm_unavailable_reason()))]
@@ -50,11 +51,8 @@ def assert_exact_episode(traj, model_dir, tokenizer) -> None:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    ids = torch.tensor([traj.input_ids])
     mask = torch.tensor(traj.response_mask, dtype=torch.bool)
-    with torch.no_grad():
-        logp = torch.log_softmax(model(ids).logits[0].float(), -1)
-    fresh = torch.cat([torch.zeros(1), logp[:-1].gather(1, ids[0, 1:, None])[:, 0]])
+    fresh = fresh_logprobs(model, traj.input_ids)
     recorded = torch.tensor(traj.infer_logprobs)
     assert mask.sum() >= 5
     assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
