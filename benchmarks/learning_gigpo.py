@@ -61,6 +61,13 @@ def mean_of(row: dict | None, suffix: str) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def blind_of(row: dict | None, baseline: str) -> float:
+    if row is None:
+        return float("nan")
+    values = [v for k, v in row.items() if k.startswith("val/blind/") and k.endswith("/" + baseline)]
+    return sum(values) / len(values) if values else float("nan")
+
+
 def run(variant: str, overrides: list[str]) -> tuple[dict[int, dict], float]:
     from roll.launch import main as launch
 
@@ -80,12 +87,15 @@ def main(overrides: list[str]) -> int:
     steps = sorted({s for rows, _ in results.values() for s in rows})
     print(f"\nFrozenLake 4x4 (non-slippery), SmolLM2-135M-Instruct, CPU, overrides {overrides}")
     print("  ".join(f"{v}: {minutes:.1f} min" for v, (_, minutes) in results.items()))
+    # The map-blind baselines are measured on the validation maps, which both runs share (same seed).
     header = f"{'before step':>12}" + "".join(f" {v + ' success':>14} {v + ' valid':>12}" for v in VARIANTS)
-    print(header)
+    print(header + f" {'fixed seq':>10} {'biased rand':>12}")
     for step in steps:
-        cells = "".join(f" {mean_of(rows.get(step), '/success'):>14.3f} {mean_of(rows.get(step), '/action_is_valid'):>12.3f}"
-                        for rows, _ in results.values())
-        print(f"{step:>12}{cells}")
+        rows_at = [rows.get(step) for rows, _ in results.values()]
+        cells = "".join(f" {mean_of(row, '/success'):>14.3f} {mean_of(row, '/action_is_valid'):>12.3f}"
+                        for row in rows_at)
+        blind = next((row for row in rows_at if row is not None), None)
+        print(f"{step:>12}{cells} {blind_of(blind, 'fixed_sequence'):>10.3f} {blind_of(blind, 'biased_random'):>12.3f}")
     return 0
 
 
