@@ -44,6 +44,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_ranges(config)
     _check_deepspeed(config)
     _fill_worker_defaults(config)
+    _check_engine_budget(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
     batch_checks = (("rollout_batch_size", config.rollout_batch_size, config.train_env_manager),
@@ -136,6 +137,23 @@ def _check_deepspeed(config: "AgenticConfig") -> None:
                 "sft_warmup.steps: the SFT warm-up steps its own AdamW beside the training strategy, which a DeepSpeed "
                 "engine does not allow (ZeRO holds the gradients); set sft_warmup.steps=0 or use fsdp2_train/hf_train."
             )
+
+
+def _check_engine_budget(config: "AgenticConfig") -> None:
+    """hf_infer's KV budget (roll/strategies/engine_budget.py): known keys, and slots long enough for
+    the longest request an episode can make (sequence_length), or that episode would be refused."""
+    from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
+
+    if config.actor_infer.strategy_args.strategy_name != "hf_infer":
+        return
+    try:
+        budget = budget_for_run(config)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    _require(budget.max_model_len >= config.sequence_length,
+             f"{CONFIG_PREFIX}.max_model_len={budget.max_model_len} is below sequence_length={config.sequence_length}: "
+             f"a request of a long episode could not fit one KV slot. Remove the key (it defaults to sequence_length) "
+             f"or raise it.")
 
 
 def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:

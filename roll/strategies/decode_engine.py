@@ -10,6 +10,13 @@ what the slot holds, only the new tokens are prefilled. Every loop iteration adm
 running sequence, so a request that arrives mid-flight joins at the next step and never waits for
 a whole batch to finish. `logprobs` are the model's raw log-softmax at the chosen token (before
 temperature / top-k / top-p), which is what the trainer recomputes.
+
+Memory is bounded by design: the KV cache holds `max_sessions` slots of `max_model_len` tokens,
+allocated once. A new session takes a free slot, else the least recently used idle one (finished
+episodes first); when every slot is generating, the request waits for one (a running sequence ends
+within its max_new_tokens steps, so the wait is bounded, and failing it would throw away an episode
+for a condition that passes by itself). A request that could never fit a slot (prompt +
+max_new_tokens over max_model_len) is refused at once with an error naming the key.
 """
 
 from __future__ import annotations
@@ -90,7 +97,7 @@ class DecodeEngine:
 
     def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], decode_text: Callable[[list[int]], str],
                  max_batch_size: int = 64, max_prefill_tokens: int = 4096, max_sessions: int = 64,
-                 seed: int = 0) -> None:
+                 max_model_len: int = 4096, seed: int = 0) -> None:
         model.eval()
         reason = lean_forward_unsupported_reason(model)
         if reason:
@@ -99,8 +106,9 @@ class DecodeEngine:
         self.eos = set(int(t) for t in eos_token_ids)
         self.decode_text = decode_text
         self.max_batch_size, self.max_prefill_tokens, self.max_sessions = max_batch_size, max_prefill_tokens, max_sessions
+        self.max_model_len = max_model_len
         self.seed = seed
-        self.cache = self.forward.new_cache(slots=min(8, max_sessions))
+        self.cache = self.forward.new_cache(slots=max_sessions, capacity=max_model_len)
         self.sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
         self.free_slots = list(range(max_sessions))
         self.waiting: list[_Sequence] = []
@@ -120,6 +128,13 @@ class DecodeEngine:
             if not isinstance(req, GenerationRequest):
                 raise TypeError(f"the decode engine takes GenerationRequest objects, got {type(req).__name__}")
             ids = [int(t) for t in req.input_ids]
+            needed = len(ids) + req.sampling.max_new_tokens
+            if needed > self.max_model_len:
+                raise ValueError(
+                    f"generation request {req.request_id!r} needs {len(ids)} prompt + {req.sampling.max_new_tokens} "
+                    f"new tokens = {needed}, over the decode engine's max_model_len {self.max_model_len} (tokens per KV "
+                    f"slot): raise actor_infer.strategy_args.strategy_config.max_model_len (default: sequence_length) "
+                    f"or shorten the prompt / max_new_tokens")
             sid = req.session_id or f"__anon_{next(self._anon)}"
             gen = None
             if not req.sampling.greedy:
@@ -254,7 +269,6 @@ class DecodeEngine:
                 keep.append(s)
                 continue
             budget -= new
-            self.cache.ensure(sess.slot + 1, len(s.prompt) + s.request.sampling.max_new_tokens + 1)
             if shared > own and reuse > own:
                 self._copy_prefix(donor_slot, sess.slot, reuse)
             s.start = reuse
@@ -282,16 +296,25 @@ class DecodeEngine:
         self.cache.copy_prefix(src, dst, length)
 
     def _new_session(self, sid: str) -> _Session | None:
-        """A slot for a new session: a free one in memory already allocated, else the least recently
-        used idle session's (finished episodes first), and only then one that grows the cache."""
+        """A slot for a new session, in this order: a free slot already in use before (its memory is
+        resident), a finished episode's, a never-used one (resident memory grows only here, up to the
+        budget), the least recently used idle episode's. None when every slot is generating (the
+        request waits)."""
         self.free_slots.sort()  # low slots first keeps the decode span [lo, hi) tight
-        if not self.free_slots or self.free_slots[0] >= self.cache.slots:
-            idle = next((k for k, v in self.sessions.items() if not v.busy), None)
-            if idle is not None:
-                self.free_slots.insert(0, self.sessions.pop(idle).slot)
+        slot = next((s for s in self.free_slots if s in self.cache.claimed), None)
+        if slot is None:
+            retired = next((k for k, v in self.sessions.items() if k.startswith("__retired_") and not v.busy), None)
+            if retired is not None:
+                self.free_slots.insert(0, self.sessions.pop(retired).slot)
             elif not self.free_slots:
-                return None
-        sess = _Session(slot=self.free_slots.pop(0))
+                idle = next((k for k, v in self.sessions.items() if not v.busy), None)
+                if idle is None:
+                    return None
+                self.free_slots.insert(0, self.sessions.pop(idle).slot)
+            slot = self.free_slots[0]
+        self.free_slots.remove(slot)
+        self.cache.claim(slot)
+        sess = _Session(slot=slot)
         self.sessions[sid] = sess
         return sess
 

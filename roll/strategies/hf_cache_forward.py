@@ -19,13 +19,19 @@ def _crop(cache: DynamicCache, length: int) -> None:
 
 
 class SlotDynamicCaches:
-    def __init__(self, config) -> None:
+    """One DynamicCache per slot. The engine's budget bounds it as it bounds SlotKVCache (at most
+    `slots` sessions of at most `capacity` tokens), but each cache grows as its session does, and a
+    slot handed to a new session drops the old one's at once."""
+
+    def __init__(self, config, slots: int, capacity: int) -> None:
         self.config = config
         self.caches: dict[int, DynamicCache] = {}
-        self.slots = 0
+        self.slots, self.capacity = slots, capacity
+        self.claimed: set[int] = set()
 
-    def ensure(self, slots: int, capacity: int) -> None:
-        self.slots = max(self.slots, slots)  # DynamicCache grows by itself; count slots like SlotKVCache
+    def claim(self, slot: int) -> None:
+        self.caches.pop(slot, None)
+        self.claimed.add(slot)
 
     def copy_prefix(self, src: int, dst: int, length: int) -> None:
         cache = copy.deepcopy(self.caches[src])
@@ -38,8 +44,8 @@ class HFCacheForward:
         self.model = model
         self.device = next(model.parameters()).device
 
-    def new_cache(self, slots: int = 8, capacity: int = 512) -> SlotDynamicCaches:
-        return SlotDynamicCaches(self.model.config)
+    def new_cache(self, slots: int, capacity: int) -> SlotDynamicCaches:
+        return SlotDynamicCaches(self.model.config, slots, capacity)
 
     @torch.inference_mode()
     def prefill(self, cache: SlotDynamicCaches, chunks: list[tuple[int, int, list[int]]]) -> torch.Tensor:
@@ -53,8 +59,10 @@ class HFCacheForward:
             if kv.get_seq_length() != start:
                 raise RuntimeError(f"slot {slot} holds {kv.get_seq_length()} tokens, expected {start}")
             positions = torch.arange(start, start + len(ids), device=self.device)[None]
+            # logits_to_keep=1: only the last position, where the next token is sampled, goes through
+            # the output layer (a long prefill would otherwise make [tokens, vocab] logits)
             logits = self.model(input_ids=torch.tensor([ids], device=self.device), cache=kv,
-                                position_ids=positions, use_cache=True).logits
+                                position_ids=positions, use_cache=True, logits_to_keep=1).logits
             cache.caches[slot] = kv
             out.append(logits[0, -1].float())
         return torch.stack(out)

@@ -1,7 +1,8 @@
 """`hf_infer`: generation with a transformers model on CPU or one GPU, through roll's decode engine.
 
 The strategy owns the model and the tokenizer and hands generation to `DecodeEngine` (continuous
-batching, per-episode KV cache kept between turns). It is a small adapter (DESIGN principle 5):
+batching, per-episode KV cache kept between turns, a fixed KV budget: roll/strategies/engine_budget.py).
+It is a small adapter (DESIGN principle 5):
 `generate`, `release`, `load_state_dict`, `state_dict`.
 """
 
@@ -14,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from roll.strategies.decode_engine import DecodeEngine
+from roll.strategies.engine_budget import EngineBudget, with_config
 from roll.strategies.generation import GenerationRequest, GenerationResult
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -34,13 +36,17 @@ def eos_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
 
 class HFInferStrategy:
     """Loads `model_path` and serves `generate(requests)` (GenerationRequest in, GenerationResult out;
-    roll/strategies/generation.py)."""
+    roll/strategies/generation.py). `max_sessions`, `max_model_len`, `max_prefill_tokens` are the
+    engine budget's defaults (the pipeline derives them from the run); `strategy_config` keys
+    (max_num_seqs, max_model_len, max_num_batched_tokens) override them."""
 
     def __init__(self, model_path: str | Path, dtype: str = "fp32", attn_implementation: str | None = None,
                  device: str = "cpu", max_batch_size: int = 64, max_prefill_tokens: int = 4096,
-                 max_sessions: int = 64, seed: int = 0) -> None:
+                 max_sessions: int = 64, max_model_len: int = 4096, strategy_config: dict[str, Any] | None = None,
+                 seed: int = 0) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        self.budget = with_config(EngineBudget(max_sessions, max_model_len, max_prefill_tokens), strategy_config)
         path = Path(model_path)
         if not path.exists():
             raise FileNotFoundError(f"hf_infer: model path {str(model_path)!r} does not exist")
@@ -55,8 +61,9 @@ class HFInferStrategy:
             eos_token_ids(self.model, self.tokenizer),
             decode_text=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False),
             max_batch_size=max_batch_size,
-            max_prefill_tokens=max_prefill_tokens,
-            max_sessions=max_sessions,
+            max_prefill_tokens=self.budget.max_num_batched_tokens,
+            max_sessions=self.budget.max_num_seqs,
+            max_model_len=self.budget.max_model_len,
             seed=seed,
         ).start()
 

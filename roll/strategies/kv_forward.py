@@ -6,12 +6,15 @@ decode step is: embed, then for each layer call the model's own norm / projectio
 the numerics are transformers' own), write the new key/value into a pre-allocated buffer, and run one
 scaled-dot-product attention over the occupied part of the buffer. Nothing grows by concatenation.
 
-Layout: per layer, K and V buffers `[slots, kv_heads, capacity, head_dim]`. A slot belongs to one
-session (one episode) for as long as the engine keeps it, so an episode's keys/values survive between
-its turns and only the new tokens of the next turn are prefilled.
+Layout: per layer, K and V buffers `[slots, kv_heads, capacity, head_dim]`, sized once from the
+engine's budget (max_num_seqs slots of max_model_len tokens). A slot belongs to one session (one
+episode) for as long as the engine keeps it, so an episode's keys/values survive between its turns
+and only the new tokens of the next turn are prefilled.
 
 Prefill packs the new tokens of several sequences into one `[N, hidden]` matrix (the token-wise
-matmuls run once for all of them) and does attention per sequence. Decode runs one token per row and
+matmuls run once for all of them) and does attention per sequence; only each sequence's last hidden
+state goes through the output layer (the one position a token is sampled from), so a 4k-token
+prefill makes `[sequences, vocab]` logits, never `[tokens, vocab]`. Decode runs one token per row and
 attends over the contiguous slot range `[lo, hi)` with a length mask, so no cache row is copied.
 """
 
@@ -45,37 +48,32 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class SlotKVCache:
-    """Pre-allocated K/V buffers; grows by doubling (slots or capacity) only when a session needs it."""
+    """K/V buffers for `slots` sessions of at most `capacity` tokens each, allocated once and never grown.
+
+    The buffers are reserved with `torch.empty` (address space only) and a slot's rows are zeroed the
+    first time it is claimed, so resident memory grows with the slots actually used, up to the budget
+    and never past it. Zeroing matters: decode attends over positions up to the batch's longest row
+    and masks the rest, and a masked key or value that held NaN bits would still poison the row
+    (NaN · 0 = NaN)."""
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device,
-                 slots: int = 8, capacity: int = 512) -> None:
+                 slots: int, capacity: int) -> None:
+        if slots < 1 or capacity < 1:
+            raise ValueError(f"the KV cache needs at least one slot of one token, got {slots} slots × {capacity} tokens")
         self.num_layers, self.kv_heads, self.head_dim = num_layers, kv_heads, head_dim
         self.dtype, self.device = dtype, device
-        self.slots, self.capacity = 0, 0
-        self.k: list[torch.Tensor] = []
-        self.v: list[torch.Tensor] = []
-        self.ensure(slots, capacity)
+        self.slots, self.capacity = slots, capacity
+        shape = (slots, kv_heads, capacity, head_dim)
+        self.k = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.claimed: set[int] = set()
 
-    def ensure(self, slots: int, capacity: int) -> None:
-        """Makes room for `slots` slots of `capacity` tokens, keeping what is stored."""
-        if slots <= self.slots and capacity <= self.capacity:
-            return
-        new_slots = max(self.slots, 1)
-        while new_slots < slots:
-            new_slots *= 2
-        new_cap = max(self.capacity, 64)
-        while new_cap < capacity:
-            new_cap *= 2
-        shape = (new_slots, self.kv_heads, new_cap, self.head_dim)
-        for buffers in (self.k, self.v):
-            for layer in range(self.num_layers):
-                fresh = torch.zeros(shape, dtype=self.dtype, device=self.device)
-                if layer < len(buffers):
-                    fresh[: self.slots, :, : self.capacity] = buffers[layer]
-                    buffers[layer] = fresh
-                else:
-                    buffers.append(fresh)
-        self.slots, self.capacity = new_slots, new_cap
+    def claim(self, slot: int) -> None:
+        """Called when a slot is handed to a session: zeroes it the first time."""
+        if slot not in self.claimed:
+            for layer in self.k + self.v:
+                layer[slot].zero_()
+            self.claimed.add(slot)
 
     def copy_prefix(self, src: int, dst: int, length: int) -> None:
         for buffers in (self.k, self.v):
@@ -83,6 +81,7 @@ class SlotKVCache:
                 layer[dst, :, :length] = layer[src, :, :length]
 
     def nbytes(self) -> int:
+        """The budget: bytes of every buffer (resident once every slot has been claimed)."""
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
 
 
@@ -106,7 +105,7 @@ class LeanForward:
         param = next(model.parameters())
         self.dtype, self.device = param.dtype, param.device
 
-    def new_cache(self, slots: int = 8, capacity: int = 512) -> SlotKVCache:
+    def new_cache(self, slots: int, capacity: int) -> SlotKVCache:
         return SlotKVCache(len(self.layers), self.kv_heads, self.head_dim, self.dtype, self.device, slots, capacity)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

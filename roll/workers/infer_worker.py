@@ -23,7 +23,7 @@ class InferWorker:
 
     def __init__(self, worker_config: WorkerConfig, rank: int = 0, world_size: int = 1,
                  model_path: str | Path | None = None, num_threads: int | None = None, seed: int = 0,
-                 max_sessions: int = 64, max_batch_size: int = 64) -> None:
+                 max_sessions: int = 64, max_batch_size: int = 64, max_model_len: int = 4096) -> None:
         path = model_path or worker_config.model_args.model_name_or_path
         if not path:
             raise ValueError("InferWorker needs model_args.model_name_or_path (or model_path)")
@@ -41,6 +41,7 @@ class InferWorker:
             strategy_config=worker_config.strategy_args.strategy_config,
             max_batch_size=max_batch_size,
             max_sessions=max_sessions,
+            max_model_len=max_model_len,
             seed=seed + rank,
         )
         self.version = 0

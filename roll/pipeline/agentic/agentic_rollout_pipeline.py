@@ -58,6 +58,7 @@ class AgenticRolloutPipeline:
 
         from roll.distributed.cluster import Cluster, cpu_count
         from roll.models.resolve import resolve_model_path
+        from roll.pipeline.agentic.pipeline_parts import engine_defaults
         from roll.workers.infer_worker import InferWorker
 
         cfg = self.config
@@ -68,7 +69,7 @@ class AgenticRolloutPipeline:
         # every op of the decode loop (measured: 2 threads on a busy 2-core machine run ~20x slower than 1)
         threads = max(1, (cpu_count() - 1) // cfg.actor_infer.num_workers)
         infer = Cluster("actor_infer", InferWorker, cfg.actor_infer, executor=executor, threads_per_worker=threads,
-                        model_path=model_path, seed=cfg.seed)
+                        model_path=model_path, seed=cfg.seed, **engine_defaults(cfg))
         n = cfg.val_batch_size if mode == "val" and cfg.val_batch_size else env_manager.num_env_groups * env_manager.group_size
         scheduler = RolloutScheduler(env_manager, cfg.custom_envs, cfg.sequence_length, cfg.seed, model_path,
                                      infer=infer, mode=mode, executor=executor,

@@ -12,6 +12,7 @@ from roll.algorithms import AdaptiveKLController, FixedKLController, PGVariantAr
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.cluster import Cluster
+from roll.strategies.engine_budget import budget_for_run
 from roll.strategies.registry import scoring_strategy
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
@@ -46,6 +47,13 @@ def forward_only(worker: WorkerConfig) -> WorkerConfig:
     return worker
 
 
+def engine_defaults(config: "AgenticConfig") -> dict[str, int]:
+    """The decode engine's budget derived from the run (KV slots = envs per worker, slot length =
+    sequence_length); hf_infer's strategy_config keys override it (roll/strategies/engine_budget.py)."""
+    budget = budget_for_run(config)
+    return {"max_sessions": budget.max_num_seqs, "max_model_len": budget.max_model_len}
+
+
 def build_clusters(config: "AgenticConfig"):
     """actor_train, actor_infer, reference (or None), critic (or None), each a Cluster of Ray workers."""
     actor_train = Cluster("actor_train", ActorWorker, config.actor_train, seed=config.seed,
@@ -53,7 +61,7 @@ def build_clusters(config: "AgenticConfig"):
     # Env managers call the infer workers' `generate` concurrently (InferWorker.RAY_ACTOR_OPTIONS sets
     # the actor's concurrency) and its decode engine batches the calls.
     actor_infer = Cluster("actor_infer", InferWorker, config.actor_infer, seed=config.seed,
-                          max_restarts=INFER_MAX_RESTARTS)
+                          max_restarts=INFER_MAX_RESTARTS, **engine_defaults(config))
     reference = None
     if config.uses_reference:
         reference = Cluster("reference", ActorWorker, forward_only(config.reference), seed=config.seed)
