@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from roll.data.micro_batch import MicroBatch
 from roll.strategies.hf_train import HFTrainStrategy
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -75,6 +76,11 @@ class FSDP2TrainStrategy(HFTrainStrategy):
             if type(module).__name__ in layer_names:
                 fully_shard(module, mp_policy=policy)
         fully_shard(self.model, mp_policy=policy)
+
+    def forward_hidden(self, mb: MicroBatch) -> None:
+        # lm_head's weight is a sharded DTensor, gathered only inside the root module's forward hooks,
+        # so the output layer cannot run outside the model's forward here: full logits instead.
+        return None
 
     def close(self) -> None:
         if dist.is_initialized():

@@ -24,6 +24,8 @@ from roll.utils.checkpoint import load_safetensors_dir
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SCHEDULERS = ("constant", "linear", "cosine")
 ATTN_ALIASES = {"fa2": "flash_attention_2"}
+# Causal LMs whose logits are exactly lm_head(final hidden states), nothing applied after it.
+PLAIN_HEAD_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 
 
 def default_device() -> torch.device:
@@ -182,6 +184,25 @@ class HFTrainStrategy:
         inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
         with self.autocast():
             return self.model(**inputs).logits.float()
+
+    def forward_hidden(self, mb: MicroBatch) -> tuple[Tensor, nn.Linear] | None:
+        """The final hidden states `[rows, width, hidden]` and the output layer, so the caller makes
+        log-probs chunk by chunk (roll/algorithms/head_logprobs.py) and `[rows, width, vocab]` logits
+        never exist. None where that is not the model's own arithmetic: a value model, an output layer
+        that is not a plain Linear (LoRA on lm_head), or an architecture that transforms its logits
+        after lm_head (soft-capping, scaling; only the families below are known not to)."""
+        head = self.model.get_output_embeddings() if self.kind == "causal_lm" else None
+        if type(head) is not nn.Linear or self.model.config.model_type not in PLAIN_HEAD_MODEL_TYPES:
+            return None
+        inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        # the model's own forward with lm_head swapped for the identity: its "logits" are the hidden states
+        self.model.set_output_embeddings(nn.Identity())
+        try:
+            with self.autocast():
+                hidden = self.model(**inputs).logits
+        finally:
+            self.model.set_output_embeddings(head)
+        return hidden, head
 
     def backward(self, loss: Tensor) -> None:
         (loss * self.loss_scale()).backward()

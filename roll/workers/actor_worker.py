@@ -26,6 +26,7 @@ from roll.algorithms import (
     pg_loss_matrix,
     train_infer_correction,
 )
+from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
 from roll.workers.base_worker import LossConfig, TrainWorker, is_single_update
@@ -38,7 +39,18 @@ class ActorWorker(TrainWorker):
     kind = "causal_lm"
     prefix = "actor"
 
-    def _outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False) -> dict[str, Tensor]:
+    def token_outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False) -> dict[str, Tensor]:
+        split = getattr(self.strategy, "forward_hidden", lambda mb: None)(mb)
+        if split is not None:
+            # the output layer runs chunk by chunk inside the log-prob function: no [rows, width, vocab] logits
+            hidden, head = split
+            input_ids = mb.input_ids.to(hidden.device)
+            logprobs, entropy = head_logprobs_for_input_ids(hidden, head, input_ids, with_entropy,
+                                                            dtype=self.strategy.compute_dtype)
+            out = {"logprobs": mb.unpack(logprobs)}
+            if with_entropy:
+                out["entropy"] = mb.unpack(entropy if entropy_grad else entropy.detach())
+            return out
         logits = self.strategy.forward(mb)
         input_ids = mb.input_ids.to(logits.device)
         out = {"logprobs": mb.unpack(logprobs_for_input_ids(logits, input_ids))}
@@ -51,7 +63,7 @@ class ActorWorker(TrainWorker):
 
     def compute_log_probs(self, batch: Batch, with_entropy: bool = False) -> Batch:
         """Batch({"logprobs": [B, L]} (+ "entropy")), token-aligned: logprobs[b, t] = log p(x_t | x_<t), 0 at t = 0."""
-        return self.run_forward(batch, lambda mb: self._outputs(mb, with_entropy))
+        return self.run_forward(batch, lambda mb: self.token_outputs(mb, with_entropy))
 
     def train_step(self, batch: Batch, loss_cfg: LossConfig | None = None) -> dict[str, float]:
         """One PPO update over `batch` (input_ids, attention_mask, response_mask, old_logprobs, advantages,
@@ -74,7 +86,7 @@ class ActorWorker(TrainWorker):
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
-        out = self._outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef))
+        out = self.token_outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef))
         logprobs, entropy = out["logprobs"], out["entropy"]
         device = logprobs.device
 

@@ -10,7 +10,6 @@ import math
 
 import torch
 
-from roll.algorithms import logprobs_for_input_ids
 from roll.data.batch import Batch
 
 
@@ -26,8 +25,7 @@ def sft_step(worker, batch: Batch, learning_rate: float, max_grad_norm: float | 
     (num_tokens,) = strategy.all_reduce([float((mask != 0).sum())])
     total = 0.0
     for mb, weight in worker.plan_micro_batches(batch, train=True):
-        logits = strategy.forward(mb)
-        logprobs = mb.unpack(logprobs_for_input_ids(logits, mb.input_ids.to(logits.device)))
+        logprobs = worker.token_outputs(mb, with_entropy=False)["logprobs"]  # chunked through the output layer
         token_mask = mb.gather(mask).to(logprobs.device).float()
         loss = -(logprobs * token_mask).sum() / max(num_tokens, 1.0)
         strategy.backward(loss * weight)

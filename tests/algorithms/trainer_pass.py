@@ -1,0 +1,59 @@
+"""One forward+backward of the actor's loss, run by test_head_logprobs.py in a fresh process so its peak
+resident memory is this pass's alone.
+
+    python tests/algorithms/trainer_pass.py MODEL_DIR chunked|full GRADS_FILE
+
+Prints one JSON line: the loss parts, where the gradients were saved, and the growth of the peak
+resident memory (MiB) from just before the first forward to the end of the last backward.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from roll.workers.actor_worker import ActorWorker  # noqa: E402
+from roll.workers.base_worker import LossConfig  # noqa: E402
+from tests.workers.helpers import actor_config, make_batch  # noqa: E402
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(model_dir: str, mode: str, grads_file: str) -> None:
+    torch.set_num_threads(1)
+    worker_config = actor_config(Path(model_dir))
+    worker_config.training_args.per_device_train_batch_size = 4  # 2 micro-batches of 4 × 512 tokens
+    worker = ActorWorker(worker_config)
+    if mode == "full":
+        worker.strategy.forward_hidden = lambda mb: None  # the strategy's full-logits forward
+    config = worker.strategy.model.config
+    batch = make_batch([512, 500, 480, 512, 512, 300, 512, 450], seed=1, vocab=config.vocab_size)
+    cfg = LossConfig(use_kl_loss=True, kl_loss_coef=0.1, entropy_loss_coef=0.01, norm_length=512)
+    mask = batch.tensors["response_mask"]
+    worker.strategy.model.train()
+    plan = worker.plan_micro_batches(batch, train=True)
+    losses: dict[str, float] = {}
+    before = peak_mib()
+    for mb, _ in plan:
+        loss, shares, rates = worker.micro_batch_loss(mb, batch, cfg, float((mask != 0).sum()), float(len(batch)))
+        worker.strategy.backward(loss)
+        for key, value in {**shares, "actor/entropy": rates["actor/entropy"]}.items():
+            losses[key] = losses.get(key, 0.0) + value
+    peak = peak_mib() - before
+    grads = {name: p.grad.clone() for name, p in worker.strategy.model.named_parameters() if p.grad is not None}
+    torch.save(grads, grads_file)
+    chunked = worker.strategy.forward_hidden(plan[0][0]) is not None
+    print(json.dumps({"chunked": chunked, "losses": losses, "grads": grads_file, "peak_mib": peak,
+                      "micro_batches": len(plan)}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3])
