@@ -8,10 +8,14 @@ Per worker of each role, in bytes (`dtype` bytes per value, fp32 on CPU):
   per layer (attention inputs and outputs, norms, residuals, the MLP's gate/up/activation), or one
   hidden vector per token per layer plus one layer's worth with gradient checkpointing;
 - logits of one micro-batch: tokens × vocab, kept twice in training (the values and their gradient);
-- actor_infer (hf_infer): the decode engine's KV cache at its largest — one slot per env that talks to
-  it at once (at most max_sessions, rounded up to a power of two as the cache grows) times
-  sequence_length (rounded up likewise) — and the logits of one prefill (its token budget × vocab).
-  vLLM and SGLang size their own cache from gpu_memory_utilization: weights only.
+- actor_infer (hf_infer): the decode engine's fixed KV budget, max_num_seqs slots × max_model_len
+  tokens (roll/strategies/engine_budget.py: by default one slot per env that talks to the worker at
+  once, at most 64, of sequence_length tokens), allocated once and resident once every slot has been
+  used; the logits of one engine step, kept twice (logits and their log-softmax), for at most one row
+  per running sequence (prefill makes logits only at the position it samples from); and one layer's
+  activations of a prefill of max_num_batched_tokens tokens (about 8·hidden + 3·intermediate values
+  per token; the attention scores are not counted). vLLM and SGLang size their own cache from
+  gpu_memory_utilization: weights only.
 
 A CPU run puts every role in this machine's memory, so their sum must fit it (the smaller of
 MemTotal and the cgroup limit); on a GPU each worker must fit its device. The numbers are estimates:
@@ -20,11 +24,11 @@ Python, the allocator and Ray add a few hundred MB per process.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from roll.configs.errors import ConfigError
+from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
 
 if TYPE_CHECKING:
     from roll.configs.worker_config import WorkerConfig
@@ -32,8 +36,7 @@ if TYPE_CHECKING:
 
 GIB = 1024**3
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
-ENGINE_MAX_SESSIONS = 64  # InferWorker's decode engine: sessions (KV slots) it keeps at most
-ENGINE_PREFILL_TOKENS = 4096  # the decode engine's token budget of one prefill
+ENGINE_MAX_BATCH = 64  # InferWorker's decode engine: sequences generating at once, at most
 SHARDED_STRATEGIES = ("fsdp2_train", "deepspeed_train")
 
 
@@ -82,10 +85,6 @@ def model_facts(path: str) -> ModelFacts:
                       kv_heads=getattr(cfg, "num_key_value_heads", None) or heads, head_dim=head_dim)
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
 def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: bool) -> int:
     if training:
         if worker.use_dynamic_batching_in_train and worker.max_tokens_per_microbatch_in_train:
@@ -121,14 +120,16 @@ def infer_estimate(config: "AgenticConfig", facts: ModelFacts) -> RoleEstimate:
     worker = config.actor_infer
     value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
     parts = {"weights": facts.params * value}
+    keys = ["sequence_length", "train_env_manager/val_env_manager num_env_groups × group_size"]
     if worker.strategy_args.strategy_name == "hf_infer":
-        envs = max(config.train_env_manager.env_count, config.val_env_manager.env_count)
-        slots = _pow2(min(ENGINE_MAX_SESSIONS, math.ceil(envs / worker.num_workers)))
-        capacity = _pow2(config.sequence_length)
-        parts["kv_cache"] = 2 * facts.layers * slots * facts.kv_heads * capacity * facts.head_dim * value
-        parts["prefill_logits"] = ENGINE_PREFILL_TOKENS * facts.vocab * 4
-    return RoleEstimate("actor_infer", worker.num_workers, parts,
-                        keys=["sequence_length", "train_env_manager/val_env_manager num_env_groups × group_size"])
+        budget = budget_for_run(config)
+        parts["kv_cache"] = (2 * facts.layers * budget.max_num_seqs * facts.kv_heads * budget.max_model_len
+                             * facts.head_dim * value)
+        parts["step_logits"] = 2 * min(ENGINE_MAX_BATCH, budget.max_num_seqs) * facts.vocab * 4
+        parts["prefill_activations"] = budget.max_num_batched_tokens * (8 * facts.hidden + 3 * facts.intermediate) * value
+        keys = [f"{CONFIG_PREFIX}.max_num_seqs (KV slots)", f"{CONFIG_PREFIX}.max_model_len (tokens per slot)",
+                f"{CONFIG_PREFIX}.max_num_batched_tokens", *keys]
+    return RoleEstimate("actor_infer", worker.num_workers, parts, keys=keys)
 
 
 def scorer_estimate(worker: "WorkerConfig", facts: ModelFacts, sequence_length: int) -> RoleEstimate:

@@ -9,12 +9,12 @@ from transformers import AutoModelForCausalLM
 
 from roll.configs.memory_estimate import GIB, infer_estimate, machine_memory_bytes, model_facts
 from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
-from roll.strategies.kv_forward import LeanForward
+from roll.strategies.hf_infer import HFInferStrategy
 
 from tests.configs.test_machine_checks import launch
 
 
-def test_the_estimate_counts_the_real_weights_and_the_engines_largest_kv_cache(tiny_model_dir):
+def test_the_estimate_counts_the_real_weights_and_the_engines_fixed_kv_budget(tiny_model_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     facts = model_facts(str(tiny_model_dir))
     assert facts.params == sum(p.numel() for p in model.parameters())
@@ -24,11 +24,23 @@ def test_the_estimate_counts_the_real_weights_and_the_engines_largest_kv_cache(t
     config.actor_infer.model_args.model_name_or_path = str(tiny_model_dir)
     estimate = infer_estimate(config, facts)
     assert estimate.parts["weights"] == 4 * facts.params
-    # the engine's cache once 20 sessions of 700 tokens are in it (it grows by doubling)
-    cache = LeanForward(model).new_cache()
-    cache.ensure(slots=20, capacity=700)
-    cache_bytes = sum(t.numel() * t.element_size() for t in cache.k + cache.v)
-    assert estimate.parts["kv_cache"] == cache_bytes
+    # by default one slot per env (20) of sequence_length tokens: the real engine's cache, which never grows
+    strategy = HFInferStrategy(tiny_model_dir, max_sessions=20, max_model_len=700)
+    try:
+        assert estimate.parts["kv_cache"] == strategy.engine.cache.nbytes()
+        assert estimate.parts["step_logits"] == 2 * 20 * facts.vocab * 4
+    finally:
+        strategy.shutdown()
+    # the config's keys change the budget, and the estimate follows
+    config.actor_infer.strategy_args.strategy_config = {"max_num_seqs": 6, "max_model_len": 900}
+    smaller = infer_estimate(config, facts)
+    strategy = HFInferStrategy(tiny_model_dir, max_sessions=20, max_model_len=700,
+                               strategy_config=config.actor_infer.strategy_args.strategy_config)
+    try:
+        assert smaller.parts["kv_cache"] == strategy.engine.cache.nbytes() == estimate.parts["kv_cache"] * 6 * 900 / (20 * 700)
+    finally:
+        strategy.shutdown()
+    assert any("strategy_config.max_num_seqs" in key for key in smaller.keys)
 
 
 def test_a_config_that_cannot_fit_memory_is_refused_before_any_worker_starts(tiny_model_dir, capsys):
@@ -38,3 +50,13 @@ def test_a_config_that_cannot_fit_memory_is_refused_before_any_worker_starts(tin
     assert f"this machine has {machine_memory_bytes() / GIB:.1f} GiB of memory" in err
     assert "actor_train" in err and "activations" in err and "logits" in err
     assert "to lower it change actor_train.max_tokens_per_microbatch_in_train" in err
+
+
+def test_a_bad_engine_budget_is_refused_before_any_worker_starts(tiny_model_dir, capsys):
+    rc = launch(tiny_model_dir, "+actor_infer.strategy_args.strategy_config.max_model_len=100")
+    err = capsys.readouterr().err
+    assert rc == 2 and not ray.is_initialized()
+    assert "strategy_config.max_model_len=100 is below sequence_length" in err
+    rc = launch(tiny_model_dir, "+actor_infer.strategy_args.strategy_config.block_size=16")
+    err = capsys.readouterr().err
+    assert rc == 2 and "['block_size'] are not hf_infer settings" in err
