@@ -7,7 +7,9 @@ Per worker of each role, in bytes (`dtype` bytes per value, fp32 on CPU):
 - activations of one micro-batch, for backward: about (12·hidden + 4·intermediate) values per token
   per layer (attention inputs and outputs, norms, residuals, the MLP's gate/up/activation), or one
   hidden vector per token per layer plus one layer's worth with gradient checkpointing;
-- logits of one micro-batch: tokens × vocab, kept twice in training (the values and their gradient);
+- logits of one micro-batch: where hf_train runs the output layer chunk by chunk inside the log-prob
+  function (roll/algorithms/head_logprobs.py: Llama-family models), two float32 chunks of ~16M
+  logits; otherwise tokens × vocab, kept twice in training (the values and their gradient);
 - actor_infer (hf_infer): the decode engine's fixed KV budget, max_num_seqs slots × max_model_len
   tokens (roll/strategies/engine_budget.py: by default one slot per env that talks to the worker at
   once, at most 64, of sequence_length tokens), allocated once and resident once every slot has been
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from roll.configs.errors import ConfigError
 from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
+from roll.strategies.registry import scoring_strategy
 
 if TYPE_CHECKING:
     from roll.configs.worker_config import WorkerConfig
@@ -49,6 +52,7 @@ class ModelFacts:
     vocab: int
     kv_heads: int
     head_dim: int
+    model_type: str = ""
 
 
 @dataclass
@@ -82,7 +86,8 @@ def model_facts(path: str) -> ModelFacts:
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     return ModelFacts(params=params, layers=cfg.num_hidden_layers, hidden=cfg.hidden_size,
                       intermediate=getattr(cfg, "intermediate_size", 4 * cfg.hidden_size), vocab=cfg.vocab_size,
-                      kv_heads=getattr(cfg, "num_key_value_heads", None) or heads, head_dim=head_dim)
+                      kv_heads=getattr(cfg, "num_key_value_heads", None) or heads, head_dim=head_dim,
+                      model_type=cfg.model_type)
 
 
 def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: bool) -> int:
@@ -93,6 +98,17 @@ def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: b
     if worker.use_dynamic_batching_in_infer and worker.max_tokens_per_microbatch_in_infer:
         return worker.max_tokens_per_microbatch_in_infer
     return (worker.infer_batch_size or worker.training_args.per_device_train_batch_size) * sequence_length
+
+
+def logits_bytes(strategy: str, facts: ModelFacts, tokens: int, copies: int) -> int:
+    """Vocabulary-sized memory of one micro-batch: two chunks where the output layer is chunked, else
+    `copies` × tokens × vocab float32 values."""
+    from roll.algorithms.logprobs import _CHUNK_ELEMENTS
+    from roll.strategies.hf_train import PLAIN_HEAD_MODEL_TYPES
+
+    if strategy == "hf_train" and facts.model_type in PLAIN_HEAD_MODEL_TYPES:
+        return 2 * min(_CHUNK_ELEMENTS, tokens * facts.vocab) * 4
+    return copies * tokens * facts.vocab * 4
 
 
 def trainer_estimate(role: str, worker: "WorkerConfig", facts: ModelFacts, sequence_length: int) -> RoleEstimate:
@@ -112,7 +128,8 @@ def trainer_estimate(role: str, worker: "WorkerConfig", facts: ModelFacts, seque
         "grads": trained * value / shards,
         "adamw": 2 * trained * value / shards,
         "activations": activations,
-        "logits": 2 * tokens * facts.vocab * 4,
+        # the critic's head is one value per token, not a vocabulary
+        "logits": 2 * tokens * 4 if role == "critic" else logits_bytes(worker.strategy_args.strategy_name, facts, tokens, 2),
     }, keys=[batch_key, f"{role}.model_args.disable_gradient_checkpointing=false", "pretrain (a smaller model)"])
 
 
@@ -136,7 +153,8 @@ def scorer_estimate(worker: "WorkerConfig", facts: ModelFacts, sequence_length: 
     value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
     tokens = micro_batch_tokens(worker, sequence_length, training=False)
     return RoleEstimate("reference", worker.num_workers, {"weights": facts.params * value,
-                                                         "logits": tokens * facts.vocab * 4},
+                                                         "logits": logits_bytes(scoring_strategy(worker.strategy_args.strategy_name),
+                                                                                facts, tokens, copies=1)},
                         keys=["reference.max_tokens_per_microbatch_in_infer"])
 
 

@@ -7,7 +7,7 @@ import ray
 import torch
 from transformers import AutoModelForCausalLM
 
-from roll.configs.memory_estimate import GIB, infer_estimate, machine_memory_bytes, model_facts
+from roll.configs.memory_estimate import GIB, ModelFacts, infer_estimate, machine_memory_bytes, model_facts, trainer_estimate
 from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
 from roll.strategies.hf_infer import HFInferStrategy
 
@@ -60,3 +60,17 @@ def test_a_bad_engine_budget_is_refused_before_any_worker_starts(tiny_model_dir,
     rc = launch(tiny_model_dir, "+actor_infer.strategy_args.strategy_config.block_size=16")
     err = capsys.readouterr().err
     assert rc == 2 and "['block_size'] are not hf_infer settings" in err
+
+
+def test_the_trainers_logits_are_one_chunk_where_the_output_layer_is_chunked():
+    # SmolLM2-135M's shapes; 4 × 1024 tokens per micro-batch
+    facts = ModelFacts(params=134_515_008, layers=30, hidden=576, intermediate=1536, vocab=49152, kv_heads=3,
+                       head_dim=64, model_type="llama")
+    config = AgenticConfig(sequence_length=1024)
+    config.actor_train.training_args.per_device_train_batch_size = 4
+    config.actor_train.strategy_args.strategy_name = "hf_train"
+    chunked = trainer_estimate("actor_train", config.actor_train, facts, 1024).parts["logits"]
+    assert chunked == 2 * (1 << 24) * 4  # two float32 chunks of 16M logits: 128 MiB
+    config.actor_train.strategy_args.strategy_name = "fsdp2_train"  # keeps full logits and their gradient
+    full = trainer_estimate("actor_train", config.actor_train, facts, 1024).parts["logits"]
+    assert full == 2 * 4 * 1024 * 49152 * 4
