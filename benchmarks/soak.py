@@ -5,9 +5,11 @@ and its growth per step, so a leak shows as a slope rather than as a crash at st
     .venv/bin/python benchmarks/soak.py --embedded --steps 50       # SmolLM2-135M, hours on 2 cores
 
 Runs single-node (it reads /proc of each worker's pid). Resident size is sampled right after each
-step's metrics are logged: actor_train, actor_infer, the env workers (summed) and this driver. The
-growth is the slope of a least-squares line through the second half of the steps (the first steps
-include one-off allocations: caches, optimizer state, the KV cache growing to its size).
+step's metrics are logged: actor_train, actor_infer, the env workers (summed) and this driver; each
+step's line is printed (and flushed) as soon as it is sampled, so a run that dies still shows its
+curve, and the table is printed again at the end. The growth is the slope of a least-squares line
+through the second half of the steps (the first steps include one-off allocations: caches, optimizer
+state, the decode engine's KV slots being used for the first time, up to its fixed budget).
 Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
 """
 
@@ -95,6 +97,8 @@ def main() -> None:
         log_step(metrics, step)
         if step <= config.max_steps:  # not the final validation's row
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+            print(f"soak step {step}: resident MB " + ", ".join(f"{r} {v:.0f}" for r, v in rows[-1].items()),
+                  flush=True)
 
     pipeline.tracker.log = log_and_sample  # sample right after each step's metrics
     try:
