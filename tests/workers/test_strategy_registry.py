@@ -34,12 +34,13 @@ def table(monkeypatch):
 
 
 def test_create_infer_strategy_builds_hf_infer_with_the_options_it_takes(tiny_model_dir):
-    # strategy_config is not a parameter of HFInferStrategy: the factory leaves it out instead of failing
+    # num_threads (vLLM's) is not a parameter of HFInferStrategy: the factory leaves it out instead of
+    # failing; strategy_config is one, and its max_num_seqs overrides the max_sessions default
     strategy = create_infer_strategy("hf_infer", str(tiny_model_dir), dtype="fp32", device="cpu", max_sessions=3,
-                                     max_batch_size=5, strategy_config={"gpu_memory_utilization": 0.5}, seed=1)
+                                     max_batch_size=5, strategy_config={"max_num_seqs": 4}, num_threads=1, seed=1)
     try:
         assert isinstance(strategy, HFInferStrategy)
-        assert (strategy.engine.max_sessions, strategy.engine.max_batch_size) == (3, 5)
+        assert (strategy.engine.max_sessions, strategy.engine.max_batch_size) == (4, 5)
     finally:
         strategy.shutdown()
 
