@@ -18,13 +18,13 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from roll.algorithms.logprobs import _chunks, _compute_dtype
+from roll.algorithms.logprobs import token_chunks, compute_dtype
 
 
 def _chunk_logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, dtype: torch.dtype) -> Tensor:
     """One chunk's logits: the matmul in `dtype`, the result in float32 (float64 stays float64)."""
     z = F.linear(hidden.to(dtype), weight, None if bias is None else bias.to(dtype))
-    return z.to(_compute_dtype(dtype))
+    return z.to(compute_dtype(dtype))
 
 
 class _HeadLogProbs(torch.autograd.Function):
@@ -34,10 +34,10 @@ class _HeadLogProbs(torch.autograd.Function):
         ctx.set_materialize_grads(False)  # an unused output (the entropy of a metric) gets no gradient pass
         n, vocab = hidden.shape[0], weight.shape[0]
         w = weight.to(dtype)
-        logp = torch.empty(n, dtype=_compute_dtype(dtype), device=hidden.device)
+        logp = torch.empty(n, dtype=compute_dtype(dtype), device=hidden.device)
         lse = torch.empty_like(logp)
         entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
-        for s in _chunks(n, vocab, chunk_tokens):
+        for s in token_chunks(n, vocab, chunk_tokens):
             z = _chunk_logits(hidden[s], w, bias, dtype)
             lse[s] = torch.logsumexp(z, dim=-1)
             logp[s] = z.gather(-1, labels[s].unsqueeze(-1)).squeeze(-1) - lse[s]
@@ -58,7 +58,7 @@ class _HeadLogProbs(torch.autograd.Function):
         stats = lse.dtype
         grad_w = torch.zeros(weight.shape, dtype=stats, device=weight.device) if need_w else None
         grad_b = torch.zeros(weight.shape[0], dtype=stats, device=weight.device) if need_b else None
-        for s in _chunks(hidden.shape[0], weight.shape[0], ctx.chunk_tokens):
+        for s in token_chunks(hidden.shape[0], weight.shape[0], ctx.chunk_tokens):
             # in place where possible: at most two chunk-sized float32 tensors at a time
             z = _chunk_logits(hidden[s], w, bias, dtype)
             entropy_term = None

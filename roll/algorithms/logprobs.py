@@ -16,15 +16,15 @@ import torch
 from torch import Tensor
 
 # Logits per chunk: big enough for fast kernels, small enough (64 MB in float32) to be negligible.
-_CHUNK_ELEMENTS = 1 << 24
+CHUNK_ELEMENTS = 1 << 24
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def _chunks(n_tokens: int, vocab: int, chunk_tokens: int | None) -> Iterator[slice]:
-    step = chunk_tokens or max(1, _CHUNK_ELEMENTS // max(vocab, 1))
+def token_chunks(n_tokens: int, vocab: int, chunk_tokens: int | None) -> Iterator[slice]:
+    step = chunk_tokens or max(1, CHUNK_ELEMENTS // max(vocab, 1))
     for start in range(0, n_tokens, step):
         yield slice(start, min(start + step, n_tokens))
 
@@ -42,11 +42,11 @@ class _LogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, labels: Tensor, chunk_tokens: int | None) -> Tensor:
         rows, rows_labels = _as_rows(logits, True), _as_rows(labels, False)
-        cdtype = _compute_dtype(logits.dtype)
+        cdtype = compute_dtype(logits.dtype)
         out = torch.empty(rows_labels.shape, dtype=cdtype, device=logits.device)
         lse = torch.empty_like(out)
         for r in range(rows.shape[0]):
-            for s in _chunks(rows.shape[1], rows.shape[2], chunk_tokens):
+            for s in token_chunks(rows.shape[1], rows.shape[2], chunk_tokens):
                 z = rows[r, s].to(cdtype)
                 lse[r, s] = torch.logsumexp(z, dim=-1)
                 out[r, s] = z.gather(-1, rows_labels[r, s].unsqueeze(-1)).squeeze(-1) - lse[r, s]
@@ -61,7 +61,7 @@ class _LogProbs(torch.autograd.Function):
         rows, rows_labels, rows_grad = _as_rows(logits, True), _as_rows(labels, False), _as_rows(grad, True)
         g_rows = _as_rows(grad_out.reshape(labels.shape), False)
         for r in range(rows.shape[0]):
-            for s in _chunks(rows.shape[1], rows.shape[2], ctx.chunk_tokens):
+            for s in token_chunks(rows.shape[1], rows.shape[2], ctx.chunk_tokens):
                 # d log p_y / dz = onehot(y) − softmax(z)
                 g = g_rows[r, s].to(lse.dtype).unsqueeze(-1)
                 chunk = -g * torch.exp(rows[r, s].to(lse.dtype) - lse[r, s].unsqueeze(-1))
@@ -74,11 +74,11 @@ class _Entropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits: Tensor, chunk_tokens: int | None) -> Tensor:
         rows = _as_rows(logits, True)
-        cdtype = _compute_dtype(logits.dtype)
+        cdtype = compute_dtype(logits.dtype)
         entropy = torch.empty(rows.shape[:2], dtype=cdtype, device=logits.device)
         lse = torch.empty_like(entropy)
         for r in range(rows.shape[0]):
-            for s in _chunks(rows.shape[1], rows.shape[2], chunk_tokens):
+            for s in token_chunks(rows.shape[1], rows.shape[2], chunk_tokens):
                 z = rows[r, s].to(cdtype)
                 lse[r, s] = torch.logsumexp(z, dim=-1)
                 p = torch.exp(z - lse[r, s].unsqueeze(-1))
@@ -95,7 +95,7 @@ class _Entropy(torch.autograd.Function):
         rows, rows_grad = _as_rows(logits, True), _as_rows(grad, True)
         g_rows = grad_out.reshape(entropy.shape)
         for r in range(rows.shape[0]):
-            for s in _chunks(rows.shape[1], rows.shape[2], ctx.chunk_tokens):
+            for s in token_chunks(rows.shape[1], rows.shape[2], ctx.chunk_tokens):
                 # dH/dz = −p ⊙ (z − E_p[z]), and E_p[z] = logsumexp(z) − H
                 z = rows[r, s].to(lse.dtype)
                 p = torch.exp(z - lse[r, s].unsqueeze(-1))

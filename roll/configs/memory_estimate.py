@@ -103,11 +103,11 @@ def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: b
 def logits_bytes(strategy: str, facts: ModelFacts, tokens: int, copies: int) -> int:
     """Vocabulary-sized memory of one micro-batch: two chunks where the output layer is chunked, else
     `copies` × tokens × vocab float32 values."""
-    from roll.algorithms.logprobs import _CHUNK_ELEMENTS
+    from roll.algorithms.logprobs import CHUNK_ELEMENTS
     from roll.strategies.hf_train import PLAIN_HEAD_MODEL_TYPES
 
     if strategy == "hf_train" and facts.model_type in PLAIN_HEAD_MODEL_TYPES:
-        return 2 * min(_CHUNK_ELEMENTS, tokens * facts.vocab) * 4
+        return 2 * min(CHUNK_ELEMENTS, tokens * facts.vocab) * 4
     return copies * tokens * facts.vocab * 4
 
 
