@@ -37,7 +37,7 @@ class CustomEnvConfig:
     max_tokens_per_step: int = 128  # new tokens per turn
     env_instruction: str | None = None  # overrides the env's own instruction
     agent_system_template: str = "You're a helpful assistant. You are a good game player. You are aiming to get high reward in the game."
-    agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length}
+    agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length} {suffix} (empty: roll folds it into the observation)
     env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of the env's config dataclass
     # ROLL's tool block ({wrapper_args, tool_configs}); the env gets it as env_config.tool_wrapper
     # (envs whose config takes one: tool_use). See docs/environments.md, "Tool use".
