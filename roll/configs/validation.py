@@ -43,6 +43,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_step_credit(config)
     _check_ranges(config)
     _check_deepspeed(config)
+    _check_sft_warmup(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -136,6 +137,26 @@ def _check_deepspeed(config: "AgenticConfig") -> None:
                 "sft_warmup.steps: the SFT warm-up steps its own AdamW beside the training strategy, which a DeepSpeed "
                 "engine does not allow (ZeRO holds the gradients); set sft_warmup.steps=0 or use fsdp2_train/hf_train."
             )
+
+
+def _check_sft_warmup(config: "AgenticConfig") -> None:
+    """The warm-up's policy and tags (roll/pipeline/agentic/sft_warmup.py), checked before any worker starts."""
+    from roll.agentic.env import get_env_cls
+    from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
+
+    warmup = config.sft_warmup
+    if not warmup.steps:
+        return
+    _require(warmup.policy in SFT_POLICIES, f"sft_warmup.policy: {warmup.policy!r} is not one of {list(SFT_POLICIES)}."
+                                            f"{did_you_mean(str(warmup.policy), SFT_POLICIES)}")
+    tags = warmup.tags or config.train_env_manager.tags
+    for tag in tags:
+        _require(tag in config.custom_envs, f"sft_warmup.tags: {tag!r} is not in custom_envs (has {sorted(config.custom_envs)})")
+        env_type = config.custom_envs[tag].env_type
+        if warmup.policy == TOOL_POLICY:
+            _require(callable(getattr(get_env_cls(env_type), "solver_call", None)),
+                     f"sft_warmup.policy: {TOOL_POLICY!r} calls a Python tool, which env {tag!r} ({env_type}) does not "
+                     "have; use it with env_type tool_use, or policy random/optimal")
 
 
 def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:
