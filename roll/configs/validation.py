@@ -43,10 +43,10 @@ def validate(config: "AgenticConfig") -> None:
     _check_step_credit(config)
     _check_ranges(config)
     _check_deepspeed(config)
-    _check_sft_warmup(config)
     _fill_worker_defaults(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
+    _check_sft_warmup(config)  # after the env managers: their tag errors name the defined envs
     batch_checks = (("rollout_batch_size", config.rollout_batch_size, config.train_env_manager),
                     ("val_batch_size", config.val_batch_size, config.val_env_manager))
     for key, size, manager in batch_checks:
