@@ -179,11 +179,21 @@ def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
     """The manager's own first prompt (its templates and env), without generating."""
     from roll.agentic.env import make_env
 
-    env = make_env(manager.spec.env_type, **manager.env_kwargs)
+    where = f"custom_envs.{manager.tag} (env_type {manager.spec.env_type!r})"
     try:
-        observation, info = env.reset(seed)
+        env = make_env(manager.spec.env_type, **manager.env_kwargs)
+    except (ImportError, ValueError, LookupError, OSError) as exc:
+        raise ConfigError(f"{where}: the env cannot be built on this machine: {exc}") from None
+    try:
+        try:
+            observation, info = env.reset(seed)
+        except Exception as exc:
+            raise ConfigError(f"{where}: the env's reset(seed={seed}) fails: {type(exc).__name__}: {exc}") from None
         instruction = manager.spec.env_instruction or info.get("env_instruction", "")
-        return len(chat.start(manager.first_messages(instruction, observation)))
+        try:
+            return len(chat.start(manager.first_messages(instruction, observation)))
+        except ValueError as exc:  # a template field the manager does not fill
+            raise ConfigError(str(exc)) from None
     finally:
         close = getattr(env, "close", None)
         if callable(close):

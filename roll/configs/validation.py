@@ -47,6 +47,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_engine_budget(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
+    _check_sft_warmup(config)  # after the env managers: their tag errors name the defined envs
     batch_checks = (("rollout_batch_size", config.rollout_batch_size, config.train_env_manager),
                     ("val_batch_size", config.val_batch_size, config.val_env_manager))
     for key, size, manager in batch_checks:
@@ -154,6 +155,26 @@ def _check_engine_budget(config: "AgenticConfig") -> None:
              f"{CONFIG_PREFIX}.max_model_len={budget.max_model_len} is below sequence_length={config.sequence_length}: "
              f"a request of a long episode could not fit one KV slot. Remove the key (it defaults to sequence_length) "
              f"or raise it.")
+
+
+def _check_sft_warmup(config: "AgenticConfig") -> None:
+    """The warm-up's policy and tags (roll/pipeline/agentic/sft_warmup.py), checked before any worker starts."""
+    from roll.agentic.env import get_env_cls
+    from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
+
+    warmup = config.sft_warmup
+    if not warmup.steps:
+        return
+    _require(warmup.policy in SFT_POLICIES, f"sft_warmup.policy: {warmup.policy!r} is not one of {list(SFT_POLICIES)}."
+                                            f"{did_you_mean(str(warmup.policy), SFT_POLICIES)}")
+    tags = warmup.tags or config.train_env_manager.tags
+    for tag in tags:
+        _require(tag in config.custom_envs, f"sft_warmup.tags: {tag!r} is not in custom_envs (has {sorted(config.custom_envs)})")
+        env_type = config.custom_envs[tag].env_type
+        if warmup.policy == TOOL_POLICY:
+            _require(callable(getattr(get_env_cls(env_type), "solver_call", None)),
+                     f"sft_warmup.policy: {TOOL_POLICY!r} calls a Python tool, which env {tag!r} ({env_type}) does not "
+                     "have; use it with env_type tool_use, or policy random/optimal")
 
 
 def _workers(config: "AgenticConfig") -> list[tuple[str, WorkerConfig]]:

@@ -94,3 +94,26 @@ def test_validation_seeds_are_fixed_across_steps_and_training_seeds_are_not(ray_
     with pytest.raises(ValueError, match="multiple of group_size"):
         RolloutScheduler(cfg, {"FrozenLake": frozen_lake()}, 700, 5, str(tiny_model_dir),
                          proxy={"type": "random"}, executor="local").get_batch(3, step=0)
+
+
+def test_seeds_per_tag_gives_every_tag_the_same_seeds(tiny_model_dir):
+    """Two variants of one env (here two FrozenLake tags) validated on the same maps with seeds_per_tag;
+    without it the tags split one numbering and never share a seed."""
+    envs = {"A": frozen_lake(), "B": frozen_lake()}
+    seeds = {}
+    for per_tag in (False, True):
+        cfg = EnvManagerConfig(num_env_groups=4, group_size=1, tags=["A", "B"], seeds_per_tag=per_tag)
+        scheduler = RolloutScheduler(cfg, envs, sequence_length=700, seed=5, tokenizer_path=str(tiny_model_dir),
+                                     proxy={"type": "random"}, mode="val", executor="local")
+        try:
+            batch = scheduler.get_batch(8, step=0)
+        finally:
+            scheduler.shutdown()
+        by_tag = {tag: sorted(s for t, s in zip(batch["tag"], batch["env_seed"]) if t == tag) for tag in "AB"}
+        assert len(by_tag["A"]) == len(by_tag["B"]) == 4 and len(set(by_tag["A"])) == 4
+        seeds[per_tag] = by_tag
+        maps = {tag: sorted(m[1]["content"] for t, m in zip(batch["tag"], batch["messages"]) if t == tag) for tag in "AB"}
+        assert (maps["A"] == maps["B"]) == per_tag  # the same seeds are the same maps
+    assert seeds[True]["A"] == seeds[True]["B"]
+    assert not set(seeds[False]["A"]) & set(seeds[False]["B"])
+    assert seeds[True]["A"] == sorted(seeds[False]["A"] + seeds[False]["B"])[:4]  # the first seeds of one numbering

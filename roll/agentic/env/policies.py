@@ -8,12 +8,15 @@ data, debugging rollouts, and each env's ceiling (the optimal policy's success r
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
 from roll.agentic.env.base import BaseEnv
 
 PolicyKind = Literal["random", "optimal"]
+TOOL_POLICY = "tool"  # the scripted tool user (tool_use_text), for envs with a Python tool
+SFT_POLICIES = ("random", "optimal", TOOL_POLICY)  # sft_warmup.policy
 
 
 def scripted_answer(env: BaseEnv, kind: PolicyKind = "random", rng: Optional[random.Random] = None) -> str:
@@ -34,6 +37,20 @@ def scripted_action(
     """Model-style text for the policy's answer, in the format ``env.config.action_pattern`` parses."""
     answer = scripted_answer(env, kind, rng)
     return env.format_answer(answer, think if think is not None else f"Scripted {kind} move.")
+
+
+def tool_use_text(env: BaseEnv, last_message: str) -> str:
+    """The scripted tool user's reply: while it has not run the tool it calls it (in the env's call
+    format) with code that computes the task from the question's own data; then it answers the last
+    integer in ``last_message`` (the tool's output, as the model sees it). The answer comes only from
+    the tool: a failed run gives a wrong answer, never a known one."""
+    solver_call = getattr(env, "solver_call", None)
+    if not callable(solver_call):
+        raise ValueError(f"policy {TOOL_POLICY!r} needs an env with a Python tool (env_type tool_use), not {type(env).__name__}")
+    if env.tool_calls == 0:
+        return solver_call()
+    numbers = re.findall(r"-?\d+", last_message)
+    return env.format_answer(numbers[-1] if numbers else "0", "The tool printed the result.")
 
 
 @dataclass

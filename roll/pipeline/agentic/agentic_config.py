@@ -37,7 +37,7 @@ class CustomEnvConfig:
     max_tokens_per_step: int = 128  # new tokens per turn
     env_instruction: str | None = None  # overrides the env's own instruction
     agent_system_template: str = "You're a helpful assistant. You are a good game player. You are aiming to get high reward in the game."
-    agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length}
+    agent_template: str = DEFAULT_AGENT_TEMPLATE  # may use {turn_idx} {observation} {actions_left} {max_response_length} {suffix} (empty: roll folds it into the observation)
     env_config: dict[str, Any] = field(default_factory=dict)  # kwargs of the env's config dataclass
     # ROLL's tool block ({wrapper_args, tool_configs}); the env gets it as env_config.tool_wrapper
     # (envs whose config takes one: tool_use). See docs/environments.md, "Tool use".
@@ -70,6 +70,9 @@ class EnvManagerConfig:
     max_traj_per_env: int = -1  # episodes an env may contribute to one batch; -1 = no limit
     env_timeout_s: float | None = 60.0  # an env call (make, reset, step) slower than this fails its episode; None = no limit
     max_worker_restarts: int = 4  # times Ray may replace each EnvironmentWorker process that died; -1 = no limit
+    # each tag numbers its own episodes' seeds, so all tags play the same tasks (variants of one env
+    # compared on the same seeds, e.g. a tool env with and without its tool); False: one numbering
+    seeds_per_tag: bool = False
 
     @property
     def env_count(self) -> int:
@@ -81,7 +84,7 @@ class SFTWarmupConfig:
     """Optional supervised warm-up before RL: a few SFT steps on trajectories of an env's scripted policy."""
 
     steps: int = 0  # 0 = no warm-up
-    policy: str = "random"  # random (teaches the format, not the task) | optimal
+    policy: str = "random"  # random (teaches the format, not the task) | optimal | tool (calls the tool, answers its output)
     episodes_per_step: int = 8
     learning_rate: float = 1.0e-4
     tags: list[str] | None = None  # envs to draw episodes from; default: train_env_manager.tags

@@ -90,6 +90,7 @@ class RolloutScheduler:
         self.max_failures = max_failures
         self.on_progress: Callable[[int, int, int], None] | None = None  # (episodes done, total, tokens generated)
         self.max_traj_per_env = cfg.max_traj_per_env
+        self.seeds_per_tag = cfg.seeds_per_tag
         # a roll Cluster whose ranks Ray restarts: generation lost with a rank is re-run once it is restored
         self.infer_cluster = infer if getattr(infer, "max_restarts", 0) else None
         if proxy is None:
@@ -141,6 +142,18 @@ class RolloutScheduler:
         max_failures = self.max_failures if self.max_failures is not None else 2 * need + 4
         # (task, group): task k runs on group group_order[k % num_groups]; the task index picks the seed
         pending = [(k, self.group_order[k % num_groups]) for k in range(need)]
+        # the seed of task k is _group_seed(step, seed_index[k]): k itself, or with seeds_per_tag the
+        # count of the tag's earlier tasks, so every tag plays the same seeds
+        seed_index: dict[int, int] = {}
+        tag_tasks: Counter = Counter()
+
+        def number(task: int, group: int) -> None:
+            tag = self.group_tags[group]
+            seed_index[task] = tag_tasks[tag] if self.seeds_per_tag else task
+            tag_tasks[tag] += 1
+
+        for task, group in pending:
+            number(task, group)
         busy: dict[int, tuple[int, int, list[cf.Future]]] = {}  # group -> (task, seed, futures)
         waiting: dict[cf.Future, int] = {}
         done_groups: list[tuple[int, list[Trajectory]]] = []
@@ -154,7 +167,7 @@ class RolloutScheduler:
                 if group in busy:
                     continue
                 pending.remove((task, group))
-                seed = self._group_seed(step, task)
+                seed = self._group_seed(step, seed_index[task])
                 futures = self._launch(group, seed, f"{self.mode}{step}-t{task}")
                 busy[group] = (task, seed, futures)
                 waiting.update({f: group for f in futures})
@@ -193,6 +206,7 @@ class RolloutScheduler:
                                        f"{dict(failures)}; last: {bad[-1]}")
                 # the replacement runs on the same group (same tag) with a seed no other task uses
                 pending.append((next_task, group))
+                number(next_task, group)
                 next_task += 1
         # task order, not finishing order: the same seeds give the same batch layout every time
         trajs = [t for _, g in sorted(done_groups, key=lambda item: item[0]) for t in g]

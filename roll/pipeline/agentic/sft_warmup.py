@@ -5,6 +5,9 @@ Why: a small model may almost never write a parsable action (SmolLM2-135M wrote 
 barely differ and learns nothing. Episodes of *random valid* moves, rendered with exactly the prompts
 and chat template that rollouts use, teach the answer format without teaching the task, so whatever
 RL adds afterwards is its own. `policy: optimal` (imitation of a solver) is there for comparison.
+`policy: tool` (envs with a Python tool) calls the tool with code that computes the task, then answers
+what the tool printed: it teaches the call format and reading the tool's output, and its answers come
+only from the tool. Episodes are played by each tag's own env manager (tool messages for the tool env).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import logging
 import random
 from typing import Any
 
+from hydra.utils import get_class
 from transformers import AutoTokenizer
 
-from roll.agentic.env.policies import scripted_answer
+from roll.agentic.env.policies import TOOL_POLICY, scripted_answer, tool_use_text
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.trajectory import Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
@@ -34,8 +38,11 @@ class ScriptedProxy:
         self.manager: TrajEnvManager | None = None
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
-        answer = scripted_answer(self.manager.env, self.kind, self.rng)
-        ids = self.tokenizer.encode(f"<answer>{answer}</answer>", add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        if self.kind == TOOL_POLICY:  # reads the tool's output from the chat, as the model would
+            text = tool_use_text(self.manager.env, request.messages[-1]["content"] if request.messages else "")
+        else:
+            text = f"<answer>{scripted_answer(self.manager.env, self.kind, self.rng)}</answer>"
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         return GenerationResult(request_id=request.request_id, output_ids=ids, logprobs=[0.0] * len(ids),
                                 finish_reason="stop")
 
@@ -51,8 +58,9 @@ def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list
     trajectories = []
     for i in range(count):
         tag = tags[i % len(tags)]
-        manager = TrajEnvManager(tag, config.custom_envs[tag], config.train_env_manager, tokenizer, proxy,
-                                 config.sequence_length, env_id=i)
+        manager_cls = get_class(config.custom_envs[tag].env_manager_cls)  # the tag's own (tool messages, ...)
+        manager = manager_cls(tag, config.custom_envs[tag], config.train_env_manager, tokenizer, proxy,
+                              config.sequence_length, env_id=i)
         proxy.manager = manager
         seed = config.seed + SFT_SEED_OFFSET + step * count + i
         for sample in manager.run_episode(seed, episode_key=f"sft{step}"):

@@ -39,18 +39,40 @@ def import_gem() -> Any:
     return gem
 
 
+# GEM's word games read NLTK's "words" corpus and call nltk.download("words") on every construction,
+# which offline fails (or hangs on a network timeout) deep inside GEM; checked first instead.
+_NLTK_WORD_GAMES = ("gem.envs.game_env.wordle", "gem.envs.game_env.hangman", "gem.envs.game_env.word_search")
+
+
+def _require_offline_data(gem_id: str, entry_point: Any) -> None:
+    module = entry_point.split(":")[0] if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    if module not in _NLTK_WORD_GAMES:
+        return
+    import nltk
+
+    try:
+        nltk.data.find("corpora/words")
+    except LookupError:
+        raise ValueError(
+            f"GEM env {gem_id!r} needs NLTK's 'words' corpus, which is not on this machine (searched {nltk.data.path}); "
+            "roll does not download it. Install it where there is network with `python -m nltk.downloader words` "
+            "(or copy an nltk_data folder holding corpora/words and set NLTK_DATA to it)") from None
+
+
 def make_gem_env(gem_id: str, gem_kwargs: dict[str, Any]) -> Any:
     """``gem.make``, also accepting ROLL's ``game:<Name>-v0`` ids of older GEM releases."""
     gem = import_gem()
     from gem.envs.registration import ENV_REGISTRY
 
     if gem_id in ENV_REGISTRY:
+        _require_offline_data(gem_id, ENV_REGISTRY[gem_id].entry_point)
         return gem.make(gem_id, **gem_kwargs)
     variants = sorted(name for name in ENV_REGISTRY if name.startswith(gem_id + "-"))
     if not variants:
         known = sorted({name.rsplit("-", 1)[0] if name.startswith("game:") else name for name in ENV_REGISTRY})
         raise ValueError(f"env_config.gem_id {gem_id!r} is not a GEM env id. Known ids include: {', '.join(known[:40])} ...")
     entry_point = ENV_REGISTRY[variants[0]].entry_point
+    _require_offline_data(gem_id, entry_point)
     if isinstance(entry_point, str):
         import importlib
 

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from roll.agentic.env.base import BaseEnv, StepOutcome
 from roll.agentic.env.textworld.config import TextWorldEnvConfig
 
-INSTALL_HINT = "pip install 'roll[textworld]' (textworld 1.7.0; building its jericho dependency needs gcc and make)"
+INSTALL_HINT = "bash scripts/install_textworld.sh, or pip install 'roll[textworld]' (textworld 1.7.0; building its jericho dependency needs gcc and make)"
 # the prompt and the status line TextWorld's games print after each turn: ">   -= Attic =-0/2"
 _STATUS_LINE = re.compile(r"\n*>\s*(-=.*?=-\s*\d+/\d+)?\s*$", re.DOTALL)
 _NOT_A_COMMAND = re.compile(r"[<>\x00-\x1f\x7f]")

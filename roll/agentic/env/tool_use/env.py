@@ -105,6 +105,8 @@ class ToolUseEnv(BaseEnv):
         return "Correct." if self.is_success() else f"Wrong: {self.answer} is not the answer."
 
     def default_instruction(self) -> str:
+        if self.tools.max_tool_uses == 0:  # the no-tool baseline: no tool is offered
+            return "Solve the task in your head: no tool is available. Answer with the integer alone."
         example = call_example(self.config.tool_call_format, "print(12345 * 6789)")
         return (
             "Solve the task. You may run Python code with the python tool: write exactly one call per turn, "
@@ -121,6 +123,12 @@ class ToolUseEnv(BaseEnv):
 
     def random_answer(self, rng: random.Random) -> str:
         return str(rng.randint(0, 10 ** (2 * self.config.num_digits)))
+
+    def solver_call(self) -> str:
+        """A tool call (in this env's call format) of Python that computes the task's answer from what
+        the question states (tasks.py): the number comes only from running it (the scripted tool
+        policy, policies.py)."""
+        return call_example(self.config.tool_call_format, self.task.solver_code)
 
     def optimal_answer(self) -> Optional[str]:
         """An oracle: the task's answer (the env knows it; a policy would compute it with the tool)."""

@@ -21,12 +21,15 @@ class Task:
     question: str
     answer: int
     files: dict[str, str] = field(default_factory=dict)  # put in the tool's work dir
+    # Python that prints the answer from what the question states (what a competent model writes as
+    # its tool call); it holds no answer, only the computation (the scripted tool policy runs it)
+    solver_code: str = ""
 
 
 def multiplication(rng: random.Random, num_digits: int) -> Task:
     low, high = 10 ** (num_digits - 1), 10**num_digits - 1
     a, b = rng.randint(low, high), rng.randint(low, high)
-    return Task(f"What is {a} * {b}? Give the exact integer.", a * b)
+    return Task(f"What is {a} * {b}? Give the exact integer.", a * b, solver_code=f"print({a} * {b})")
 
 
 def table_lookup(rng: random.Random, rows: int) -> Task:
@@ -43,7 +46,9 @@ def table_lookup(rng: random.Random, rows: int) -> Task:
         f"The file inventory.csv (columns: {lines[0]}) is in the Python tool's current directory. What is the "
         f"total stock value (sum of quantity * unit_price) of all items in warehouse '{warehouse}'? Give the exact integer."
     )
-    return Task(question, total_by_category[warehouse], {"inventory.csv": "\n".join(lines) + "\n"})
+    code = ("import csv\nrows = csv.DictReader(open('inventory.csv'))\n"
+            f"print(sum(int(r['quantity']) * int(r['unit_price']) for r in rows if r['warehouse'] == {warehouse!r}))")
+    return Task(question, total_by_category[warehouse], {"inventory.csv": "\n".join(lines) + "\n"}, code)
 
 
 def make_task(name: str, rng: random.Random, num_digits: int, table_rows: int) -> Task:

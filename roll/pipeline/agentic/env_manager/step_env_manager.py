@@ -32,7 +32,7 @@ from roll.pipeline.agentic.env_manager.traj_env_manager import EpisodeSteps, Tra
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 
 TEMPLATE_FIELDS = ("env_instruction", "step_count", "history_length", "history", "current_step",
-                   "current_observation", "max_response_length", "turn_idx", "observation", "actions_left")
+                   "current_observation", "max_response_length", "turn_idx", "observation", "actions_left", "suffix")
 
 
 class StepEnvManager(TrajEnvManager):
@@ -52,7 +52,7 @@ class StepEnvManager(TrajEnvManager):
             "env_instruction": instruction, "step_count": turn, "history_length": len(shown),
             "history": self.history_text(shown), "current_step": turn + 1, "current_observation": observation,
             "max_response_length": self.spec.max_tokens_per_step, "turn_idx": turn + 1, "observation": observation,
-            "actions_left": self.spec.max_steps - turn,
+            "actions_left": self.spec.max_steps - turn, "suffix": "",  # as in TrajEnvManager._prompt
         }
         try:
             text = self.spec.agent_template.format(**values)

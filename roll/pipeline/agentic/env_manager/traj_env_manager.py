@@ -104,13 +104,15 @@ class TrajEnvManager:
 
     def _prompt(self, observation: str, turn: int) -> str:
         try:
+            # {suffix}: ROLL's GEM templates write "{observation}\n{suffix}"; roll's envs end the
+            # observation with what ROLL passes as the suffix (GEM's board), so it renders empty here
             return self.spec.agent_template.format(
                 turn_idx=turn + 1, observation=observation, actions_left=self.spec.max_steps - turn,
-                max_response_length=self.spec.max_tokens_per_step,
+                max_response_length=self.spec.max_tokens_per_step, suffix="",
             )
         except (KeyError, IndexError) as exc:
             raise ValueError(f"custom_envs.{self.tag}.agent_template uses an unknown field {exc}; it may use "
-                             "{turn_idx} {observation} {actions_left} {max_response_length}") from None
+                             "{turn_idx} {observation} {actions_left} {max_response_length} {suffix}") from None
 
     def _env_call(self, what: str, seed: int, fn: Callable, *args: Any) -> Any:
         try:
