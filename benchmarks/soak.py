@@ -9,11 +9,14 @@ step's metrics are logged: actor_train, actor_infer, the env workers (summed) an
 growth is the slope of a least-squares line through the second half of the steps (the first steps
 include one-off allocations: caches, optimizer state, the KV cache growing to its size).
 Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
+`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...]}, one row per step),
+which tests/pipeline/test_soak.py reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -72,6 +75,7 @@ def main() -> None:
     parser.add_argument("--embedded", action="store_true", help="SmolLM2-135M-Instruct instead of the tiny random model")
     parser.add_argument("--no-trim", action="store_true", help="workers keep freed heap memory (ROLL_MALLOC_TRIM=0), "
                                                                "to compare with the default")
+    parser.add_argument("--json", type=Path, help="also write the per-step table to this file")
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
 
@@ -105,6 +109,8 @@ def main() -> None:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     roles = list(pids)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"roles": roles, "rows": rows}))
     print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
           f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")
     print("step  " + "  ".join(f"{r:>12}" for r in roles))

@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 
-INFER_MAX_RESTARTS = 4  # times Ray may restart each inference worker that died; it resumes with the current weights
-
-
 def build_kl_controller(config: "AgenticConfig"):
     if config.target_kl is not None:
         return AdaptiveKLController(config.init_kl_coef, config.target_kl, config.kl_horizon)
@@ -51,9 +48,10 @@ def build_clusters(config: "AgenticConfig"):
     actor_train = Cluster("actor_train", ActorWorker, config.actor_train, seed=config.seed,
                           num_training_steps=optimizer_steps(config, config.actor_train))
     # Env managers call the infer workers' `generate` concurrently (InferWorker.RAY_ACTOR_OPTIONS sets
-    # the actor's concurrency) and its decode engine batches the calls.
+    # the actor's concurrency) and its decode engine batches the calls. A rank that dies is restarted by
+    # Ray and gets the current weights back (Cluster.recover) before it serves again.
     actor_infer = Cluster("actor_infer", InferWorker, config.actor_infer, seed=config.seed,
-                          max_restarts=INFER_MAX_RESTARTS)
+                          max_restarts=config.max_infer_worker_restarts)
     reference = None
     if config.uses_reference:
         reference = Cluster("reference", ActorWorker, forward_only(config.reference), seed=config.seed)
