@@ -9,8 +9,9 @@ step's metrics are logged: actor_train, actor_infer, the env workers (summed) an
 growth is the slope of a least-squares line through the second half of the steps (the first steps
 include one-off allocations: caches, optimizer state, the KV cache growing to its size).
 Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
-`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...]}, one row per step),
-which tests/pipeline/test_soak.py reads.
+`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...], "anon_rows": [...]},
+one row per step; anon_rows count only anonymous pages, the process's own heap and stacks, without the
+shared libraries and Ray object-store pages it maps), which tests/pipeline/test_soak.py reads.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ def small_run_overrides(steps: int, work: Path, embedded: bool) -> list[str]:
     if not embedded:
         values["pretrain"] = "tiny-random-qwen2"
     return [f"{k}={v}" for k, v in values.items()]
+
+
+def anonymous_bytes(pid: int) -> int:
+    """RssAnon of `pid`: its resident private memory (heap, stacks), from /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:"))
 
 
 def slope(values: list[float]) -> float:
@@ -93,12 +100,14 @@ def main() -> None:
     pipeline = AgenticPipeline(config)
     pids = role_pids(pipeline)
     rows: list[dict[str, float]] = []
+    anon_rows: list[dict[str, float]] = []
     log_step = pipeline.tracker.log
 
     def log_and_sample(metrics: dict, step: int) -> None:
         log_step(metrics, step)
         if step <= config.max_steps:  # not the final validation's row
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+            anon_rows.append({role: sum(anonymous_bytes(p) for p in ps) / MB for role, ps in pids.items()})
 
     pipeline.tracker.log = log_and_sample  # sample right after each step's metrics
     try:
@@ -110,7 +119,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     roles = list(pids)
     if args.json is not None:
-        args.json.write_text(json.dumps({"roles": roles, "rows": rows}))
+        args.json.write_text(json.dumps({"roles": roles, "rows": rows, "anon_rows": anon_rows}))
     print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
           f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")
     print("step  " + "  ".join(f"{r:>12}" for r in roles))
