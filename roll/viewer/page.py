@@ -16,6 +16,7 @@ summary { cursor: pointer; }
 .badge.ok { background: #cfc; } .badge.fail { background: #fdd; }
 .turn { border-left: 3px solid #9bd; margin: 8px 0; padding-left: 8px; }
 .turn h4 { margin: 4px 0; font-size: 13px; }
+.turn.sample-turn { border-left-color: #e90; }
 pre { background: #f6f6f6; padding: 4px 6px; margin: 2px 0; white-space: pre-wrap; }
 pre.board { font-family: monospace; line-height: 1.15; display: inline-block; min-width: 6em; }
 .invalid { color: #b00; } .valid { color: #070; }
@@ -41,6 +42,7 @@ PAGE_SCRIPT = r"""
   const fmt = (v, d) => (v === null || v === undefined) ? "–" : Number(v).toFixed(d === undefined ? 3 : d);
   const isSuccess = ep => ((ep.env_metrics || {}).success || 0) >= 0.5;
   const rewardsOf = ep => ep.step_rewards || (ep.turns || []).map(t => t.reward);
+  const isStepSample = ep => ep.step_index !== null && ep.step_index !== undefined;
   const where = ep => ep.kind === "val" ? "validation @ step " + ep.step : "step " + ep.step;
 
   app.append(el("p", {class: "meta"}, data.steps.length + " logged steps · " + data.episodes.length +
@@ -115,15 +117,18 @@ PAGE_SCRIPT = r"""
     const segs = withTokens ? segments(ep.tokens) : [];
     // trajectories saved before per-turn records existed: replies and rewards only
     const turns = ep.turns || (ep.actions || []).map((reply, k) => ({reply: reply, reward: rewardsOf(ep)[k]}));
+    // a step-wise sample (step_index set) holds one turn's prompt and reply: its tokens go to that turn
+    const own = isStepSample(ep) ? ep.step_index : null;
     turns.forEach((t, k) => {
       const head = el("h4", {}, "Turn " + (k + 1) + " · reward " + fmt(t.reward, 2));
+      if (k === own) head.append(" · this sample's turn");
       if (t.valid !== undefined) head.append(" · ", el("span", {class: t.valid ? "valid" : "invalid"}, t.valid ? "valid" : "invalid"));
       if (t.action !== null && t.action !== undefined) head.append(" · action " + t.action);
-      const turn = el("div", {class: "turn"}, head);
+      const turn = el("div", {class: k === own ? "turn sample-turn" : "turn"}, head);
       if (t.board !== undefined) turn.append(el("pre", {class: "board"}, t.board));
       turn.append(el("div", {class: "meta"}, "reply"), el("pre", {class: "reply"}, t.reply));
       if (t.invalid_reason) turn.append(el("div", {class: "note"}, t.invalid_reason));
-      const seg = segs[k];
+      const seg = own === null ? segs[k] : (k === own ? segs[0] : undefined);
       if (seg) {
         const prompt = el("details", {}, el("summary", {class: "meta"}, "prompt tokens (" + (seg.prompt[1] - seg.prompt[0]) + ")"));
         prompt.append(tokenSpans(ep.tokens, seg.prompt[0], seg.prompt[1]));
@@ -138,7 +143,8 @@ PAGE_SCRIPT = r"""
     const ok = isSuccess(ep), rewards = rewardsOf(ep);
     return el("summary", {}, el("span", {class: "badge " + (ok ? "ok" : "fail")}, ok ? "success" : "failure"),
       " " + where(ep) + " · " + ep.tag + " · seed " + ep.env_seed + " · ", el("span", {class: "turn-count"}, rewards.length + " turns"),
-      " · rewards ", el("span", {class: "rewards"}, rewards.map(r => fmt(r, 2)).join(", ")), " · score " + fmt(ep.score, 2));
+      " · rewards ", el("span", {class: "rewards"}, rewards.map(r => fmt(r, 2)).join(", ")), " · score " + fmt(ep.score, 2),
+      isStepSample(ep) ? " · step sample of turn " + (ep.step_index + 1) : null);
   }
   data.episodes.forEach((ep, i) => {
     const rewards = rewardsOf(ep);

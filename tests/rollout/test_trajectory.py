@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
-from roll.pipeline.agentic.trajectory_batch import rollout_metrics, trajectories_to_batch
+from roll.pipeline.agentic.trajectory_batch import one_per_episode, rollout_metrics, trajectories_to_batch
 
 
 def sample(tokens: TokenBuffer, tag: str = "A", score: float = 1.0, **fields) -> Trajectory:
@@ -95,3 +95,7 @@ def test_rollout_metrics_count_each_episode_of_step_samples_once():
     metrics = rollout_metrics(won + lost)
     assert metrics["env/A/success"] == 0.5 and metrics["env/A/score"] == 0.5  # per episode, not 3 to 1
     assert metrics["env/A/response_length"] == 2.0
+    # what the scheduler sums for rollout/num_actions: 2 episodes, not 4 samples
+    assert [t.traj_id for t in one_per_episode(won + lost)] == ["g0-0", "g0-1"]
+    whole = [sample(turn), sample(turn)]  # trajectory-wise samples (no step_index) are each an episode
+    assert len(one_per_episode(whole)) == 2

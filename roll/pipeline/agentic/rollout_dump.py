@@ -72,6 +72,15 @@ def dump_and_mock_dirs(config: "AgenticConfig") -> tuple[list[str], str | None]:
     return dumps, None
 
 
+def episode_count(batch: Batch) -> int:
+    """Episodes in a rollout batch: its rows, except that a step-wise manager's samples of one episode
+    (one per turn, each with a step_index) share a traj_id and count once."""
+    step_index = batch.meta.get("step_index") or [None] * len(batch)
+    traj_ids = batch.meta.get("traj_id") or [None] * len(batch)
+    return len({traj_id if index is not None and traj_id else row
+                for row, (traj_id, index) in enumerate(zip(traj_ids, step_index))})
+
+
 class RecordedRollout:
     """The train rollout with dump and mock around `get_batch`; in mock mode none is built."""
 
@@ -82,9 +91,10 @@ class RecordedRollout:
     def get_batch(self, size: int, step: int) -> Batch:
         if self.mock_dir:
             batch = load_batch(self.mock_dir, step)
-            if len(batch) != size:
-                raise ValueError(f"rollout_mock: the batch dumped for step {step} in {self.mock_dir} has {len(batch)} "
-                                 f"trajectories but rollout_batch_size is {size}; replay with the config that dumped it.")
+            episodes = episode_count(batch)
+            if episodes != size:
+                raise ValueError(f"rollout_mock: the batch dumped for step {step} in {self.mock_dir} has {episodes} "
+                                 f"episodes but rollout_batch_size is {size}; replay with the config that dumped it.")
         else:
             batch = self.inner.get_batch(size, step)
         for folder in self.dump_dirs:

@@ -37,7 +37,7 @@ from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConf
 from roll.pipeline.agentic.env_worker_pool import EnvWorkerPool
 from roll.pipeline.agentic.environment_worker import EnvSlot
 from roll.pipeline.agentic.trajectory import EpisodeFailureResult, Trajectory
-from roll.pipeline.agentic.trajectory_batch import rollout_metrics, trajectories_to_batch
+from roll.pipeline.agentic.trajectory_batch import one_per_episode, rollout_metrics, trajectories_to_batch
 
 logger = logging.getLogger(__name__)
 VAL_SEED_OFFSET = 7_777_777  # keeps validation seeds apart from training seeds
@@ -215,7 +215,7 @@ class RolloutScheduler:
             "rollout/env_worker_restarts": float(self.pool.restarts - restarts_before),
             "rollout/env_worker_hang_replacements": float(hang_replacements),
             "rollout/infer_worker_restarts": float(infer_restarts),
-            "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in trajs),
+            "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in one_per_episode(trajs)),
             "rollout/generated_tokens": float(generated),
             "rollout/generated_tokens_per_s": generated / max(elapsed, 1e-9),
             "time/rollout": elapsed,

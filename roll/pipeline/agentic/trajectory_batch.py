@@ -44,6 +44,12 @@ def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
     return Batch(tensors=tensors, meta=meta)
 
 
+def one_per_episode(trajs: list[Trajectory]) -> list[Trajectory]:
+    """One sample per episode: a step-wise manager's samples of one episode (same traj_id, a
+    step_index) share the episode's metrics, so they must count once."""
+    return list({(t.traj_id if t.step_index is not None and t.traj_id else id(t)): t for t in trajs}.values())
+
+
 def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, float]:
     """Per-tag means of every env metric (ROLL's names: env/{tag}/success, …) plus scores and lengths.
     Env metrics and scores are per episode: the step samples of one episode (same traj_id, a
@@ -53,7 +59,7 @@ def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, f
         by_tag[t.tag].append(t)
     out: dict[str, float] = {}
     for tag, items in by_tag.items():
-        episodes = list({(t.traj_id if t.step_index is not None and t.traj_id else id(t)): t for t in items}.values())
+        episodes = one_per_episode(items)
         keys = {k for t in episodes for k in t.env_metrics}
         for key in sorted(keys):
             values = [t.env_metrics[key] for t in episodes if key in t.env_metrics]
