@@ -11,11 +11,15 @@ curve, and the table is printed again at the end. The growth is the slope of a l
 through the second half of the steps (the first steps include one-off allocations: caches, optimizer
 state, the decode engine's KV slots being used for the first time, up to its fixed budget).
 Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
+`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...], "anon_rows": [...]},
+one row per step; anon_rows count only anonymous pages, the process's own heap and stacks, without the
+shared libraries and Ray object-store pages it maps), which tests/pipeline/test_soak.py reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -47,6 +51,12 @@ def small_run_overrides(steps: int, work: Path, embedded: bool) -> list[str]:
     return [f"{k}={v}" for k, v in values.items()]
 
 
+def anonymous_bytes(pid: int) -> int:
+    """RssAnon of `pid`: its resident private memory (heap, stacks), from /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:"))
+
+
 def slope(values: list[float]) -> float:
     """Least-squares growth per step of the second half of `values`."""
     tail = values[len(values) // 2:]
@@ -74,6 +84,7 @@ def main() -> None:
     parser.add_argument("--embedded", action="store_true", help="SmolLM2-135M-Instruct instead of the tiny random model")
     parser.add_argument("--no-trim", action="store_true", help="workers keep freed heap memory (ROLL_MALLOC_TRIM=0), "
                                                                "to compare with the default")
+    parser.add_argument("--json", type=Path, help="also write the per-step table to this file")
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
 
@@ -91,12 +102,14 @@ def main() -> None:
     pipeline = AgenticPipeline(config)
     pids = role_pids(pipeline)
     rows: list[dict[str, float]] = []
+    anon_rows: list[dict[str, float]] = []
     log_step = pipeline.tracker.log
 
     def log_and_sample(metrics: dict, step: int) -> None:
         log_step(metrics, step)
         if step <= config.max_steps:  # not the final validation's row
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+            anon_rows.append({role: sum(anonymous_bytes(p) for p in ps) / MB for role, ps in pids.items()})
             print(f"soak step {step}: resident MB " + ", ".join(f"{r} {v:.0f}" for r, v in rows[-1].items()),
                   flush=True)
 
@@ -109,6 +122,8 @@ def main() -> None:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     roles = list(pids)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"roles": roles, "rows": rows, "anon_rows": anon_rows}))
     print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
           f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")
     print("step  " + "  ".join(f"{r:>12}" for r in roles))

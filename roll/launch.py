@@ -123,7 +123,9 @@ def run_resuming(config, pipeline_cls: type) -> None:
     while True:
         init_ray(config.system_envs)
         try:
-            pipeline_cls(config).run()
+            pipeline = pipeline_cls(config)
+            pipeline.auto_resumes = len(history)  # AgenticPipeline logs it with every step (system/auto_resumes)
+            pipeline.run()
             return
         except ray.exceptions.RayActorError as error:
             history.append(f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")

@@ -46,6 +46,9 @@ class BaseConfig:
     # a worker lost for good (a training worker's death, restarts used up) restarts the run from its last
     # complete checkpoint, at most this many times; 0 = stop at the first loss
     max_auto_resumes: int = 2
+    # times Ray may restart each inference worker process that died (it gets the current weights back
+    # before it serves again); -1 = no limit, 0 = a dead inference worker ends the run (auto-resume applies)
+    max_infer_worker_restarts: int = 4
 
     rollout_batch_size: int = 128  # trajectories per training step
     val_batch_size: int | None = None  # trajectories per validation; default: all val envs once

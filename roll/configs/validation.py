@@ -192,6 +192,8 @@ def _check_ranges(config: "AgenticConfig") -> None:
     _require(config.save_steps >= 1, f"save_steps must be >= 1, got {config.save_steps}")
     _require(config.max_auto_resumes >= 0, f"max_auto_resumes must be >= 0 (0 = stop at the first lost worker), "
                                            f"got {config.max_auto_resumes}")
+    _require(config.max_infer_worker_restarts >= -1, f"max_infer_worker_restarts must be >= 0 (or -1 for no limit), "
+                                                     f"got {config.max_infer_worker_restarts}")
     _require(config.logging_steps >= 1, f"logging_steps must be >= 1, got {config.logging_steps}")
     _require(config.rollout_batch_size >= 1, f"rollout_batch_size must be >= 1, got {config.rollout_batch_size}")
     _require(config.sequence_length >= 16, f"sequence_length must be >= 16 tokens, got {config.sequence_length}")

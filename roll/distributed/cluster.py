@@ -116,11 +116,13 @@ class Cluster:
         threads_per_worker: int | None = None,
         num_gpus_per_worker: float | None = None,
         max_restarts: int = 0,
+        ray_options: dict[str, Any] | None = None,
         **worker_kwargs: Any,
     ) -> None:
         """max_restarts: times Ray may restart each rank's process after it died (kill -9, OOM); the
         restarted worker gets the latest call of each @replayed_on_restart method from `recover()`.
-        Only for workers without a process group (inference): ranks of one group cannot rejoin it."""
+        Only for workers without a process group (inference): ranks of one group cannot rejoin it.
+        ray_options: Ray actor options over the worker class's RAY_ACTOR_OPTIONS (e.g. max_concurrency)."""
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
         self.name, self.worker_cls, self.executor = name, worker_cls, executor
@@ -133,6 +135,7 @@ class Cluster:
             )
         threads = threads_per_worker or max(1, cpu_count() // self.num_workers)
         self.max_restarts, self.restarts = max_restarts, 0
+        self.ray_options = {**getattr(worker_cls, "RAY_ACTOR_OPTIONS", {}), **(ray_options or {})}
         self._replay: dict[str, tuple[str, tuple, dict]] = {}  # method -> its latest call, for restarted ranks
         kwargs = dict(worker_kwargs)
         if max_restarts:
@@ -162,7 +165,7 @@ class Cluster:
 
         if not ray.is_initialized():
             raise RuntimeError(f"cluster {self.name!r}: start Ray first (ray.init) or use executor='local'")
-        options = dict(getattr(self.worker_cls, "RAY_ACTOR_OPTIONS", {}))
+        options = dict(self.ray_options)
         if num_gpus is None:
             num_gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
         # CPU workers reserve no Ray CPUs: roles take turns on the same cores (threads are shared out above).

@@ -111,3 +111,10 @@ def test_launcher_fails_fast_before_ray_starts():
 def test_bad_env_config_value_names_the_env_and_key():
     message = load_error("custom_envs.FrozenLakeCPU.env_config.p=1.5")
     assert "custom_envs.FrozenLakeCPU.env_config" in message and "p" in message
+
+
+def test_restart_limits_below_minus_one_name_the_key():
+    message = load_error("max_infer_worker_restarts=-2")
+    assert "max_infer_worker_restarts must be >= 0 (or -1 for no limit), got -2" in message
+    config = load_agentic_config(*CPU, overrides=["max_infer_worker_restarts=-1"])
+    assert config.max_infer_worker_restarts == -1

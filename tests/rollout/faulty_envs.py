@@ -1,10 +1,15 @@
-"""FrozenLake variants that misbehave on some seeds, for the failure-isolation test (imported by
-dotted path inside Ray workers)."""
+"""FrozenLake variants that misbehave on some seeds or on the test's signal, for the failure tests
+(imported by dotted path inside Ray workers)."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
+from roll.agentic.env.frozen_lake.config import FrozenLakeEnvConfig
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
 
 
@@ -32,3 +37,35 @@ class SlowFrozenLake(FrozenLakeEnv):
     def reset(self, seed=None):
         time.sleep(2.0)
         return super().reset(seed)
+
+
+@dataclass
+class ControlledConfig(FrozenLakeEnvConfig):
+    """control_dir: a folder the test and the env share. reset_sleep_s: how long each reset takes."""
+
+    control_dir: str = ""
+    reset_sleep_s: float = 0.0
+
+
+HANG_ONCE = "hang_next_step"  # a file in control_dir: the first step to remove it hangs for ever
+
+
+class ControlledFrozenLake(FrozenLakeEnv):
+    """A FrozenLake the test steers through files: each reset leaves `reset-<pid>-<ns>` in control_dir
+    (so the test knows an episode is in its worker process, and which process) and then sleeps
+    reset_sleep_s; the one step that removes control_dir/hang_next_step never returns."""
+
+    config_cls = ControlledConfig
+
+    def reset(self, seed=None):
+        control = Path(self.config.control_dir)
+        (control / f"reset-{os.getpid()}-{time.time_ns()}").touch()
+        time.sleep(self.config.reset_sleep_s)
+        return super().reset(seed)
+
+    def step(self, action_text: str):
+        try:
+            (Path(self.config.control_dir) / HANG_ONCE).unlink()
+        except FileNotFoundError:
+            return super().step(action_text)
+        threading.Event().wait()  # hangs: only ending the process ends this call

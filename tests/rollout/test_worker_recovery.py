@@ -1,5 +1,6 @@
 """A dead EnvironmentWorker process (kill -9 mid-rollout) is replaced and its groups re-run; a worker
-whose restarts are used up fails the rollout with the key to change. Real Ray, real processes."""
+whose restarts are used up fails the rollout with the key to change; a worker left running an env step
+that never returns is replaced once the batch is done. Real Ray, real processes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+from tests.rollout.faulty_envs import HANG_ONCE
 
 SLOW_ENV = CustomEnvConfig(env_type="tests.rollout.faulty_envs.SlowFrozenLake", max_steps=2, max_tokens_per_step=8,
                            env_config={"max_steps": 2, "is_slippery": False})
@@ -80,3 +82,41 @@ def test_a_worker_with_no_restarts_left_fails_the_rollout_naming_the_key(ray_ses
     assert isinstance(outcome.get("error"), RuntimeError)
     assert "env worker 0 died and was not replaced" in str(outcome["error"])
     assert "max_worker_restarts" in str(outcome["error"])
+
+
+def test_a_worker_left_running_a_hung_env_step_is_replaced_after_the_batch(ray_session, tiny_model_dir, tmp_path):
+    """One env step never returns (ControlledFrozenLake, steered by a file): its episode times out, the
+    batch completes without it, and the worker process still running that step is ended and replaced."""
+    env = CustomEnvConfig(env_type="tests.rollout.faulty_envs.ControlledFrozenLake", max_steps=2, max_tokens_per_step=8,
+                          env_config={"max_steps": 2, "is_slippery": False, "control_dir": str(tmp_path)})
+    cfg = EnvManagerConfig(num_env_groups=4, group_size=2, tags=["Hangs"], max_env_num_per_worker=4, env_timeout_s=3.0)
+    scheduler = RolloutScheduler(cfg, {"Hangs": env}, sequence_length=700, seed=3,
+                                 tokenizer_path=str(tiny_model_dir), proxy={"type": "random"})
+    try:
+        pids_before = list(scheduler.pool.pids)
+        (tmp_path / HANG_ONCE).touch()
+        batch = scheduler.get_batch(8, step=1)
+        pids_after = list(scheduler.pool.pids)
+        hung_pid = next(pid for pid, new in zip(pids_before, pids_after) if pid != new)
+        again = scheduler.get_batch(8, step=2)  # the fresh process serves its envs like any other
+        pids_last = list(scheduler.pool.pids)
+    finally:
+        scheduler.shutdown()
+    assert not (tmp_path / HANG_ONCE).exists(), "no env step took the hang"
+    assert len(batch) == 8 and batch.info["rollout/failures/env_timeout"] == 1
+    assert batch.info["rollout/env_worker_hang_replacements"] == 1
+    assert sum(a != b for a, b in zip(pids_before, pids_after)) == 1  # only the worker that held the hung step
+    deadline = time.monotonic() + 60
+    while _alive(hung_pid):
+        assert time.monotonic() < deadline, f"the process {hung_pid} holding the hung step is still running"
+        time.sleep(0.5)
+    assert len(again) == 8 and again.info["rollout/failures"] == 0
+    assert again.info["rollout/env_worker_hang_replacements"] == 0 and pids_last == pids_after
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -49,6 +49,7 @@ class AgenticPipeline:
         self.checkpoint_root = checkpoints.checkpoint_root(config.output_dir, config.checkpoint_config)
         self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
         self.step = 0  # steps completed; logs number steps from 1
+        self.auto_resumes = 0  # times the launcher restarted this run after a lost worker (roll/launch.py sets it)
         self.kl_ctrl = build_kl_controller(config)
         self.progress = RunProgress(config.max_steps, config.report.progress_interval_s)
         with self.progress.phase("starting workers"):
@@ -109,6 +110,7 @@ class AgenticPipeline:
             tokens = int(batch["attention_mask"].sum())
             metrics["system/tps"] = tokens / max(metrics["time/step_total"], 1e-9)
             metrics["system/samples"] = float(len(batch))
+            metrics["system/auto_resumes"] = float(self.auto_resumes)
             self.step = step
             self.tracker.log(metrics, step)
             self.progress.step_done(step, headline(metrics))

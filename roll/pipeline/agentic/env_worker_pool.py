@@ -8,6 +8,12 @@ and the scheduler re-runs their groups with fresh seeds, like any failed episode
 waits until the replacement answers and counts it in `restarts`; a worker whose restarts are used up
 raises, naming the worker and the key to raise.
 
+An env call that hangs past `env_timeout_s` fails its episode, but its thread keeps running in the
+worker (Python cannot kill a thread). `replace_hung(workers)`, called by the scheduler once a batch is
+done (none of the pool's episodes are then in flight), asks those workers whether such a call still
+runs and ends each one that answers yes, starting a fresh process from the same arguments in its place
+(with a fresh `max_restarts`), counted in `hung_replacements`.
+
 The "local" executor runs the workers in this process on threads; they cannot die on their own.
 """
 
@@ -32,15 +38,12 @@ class EnvWorkerPool:
         max_restarts: how many times Ray may replace each worker's process during the run."""
         self.executor, self.max_restarts = executor, max_restarts
         self.restarts = 0  # replacements observed over the pool's life
+        self.hung_replacements = 0  # processes ended because an env call in them never returned
+        self._chunks, self._worker_kwargs = chunks, worker_kwargs
         if executor == "ray":
             import ray
 
-            actor_cls = ray.remote(EnvironmentWorker)
-            # num_cpus=0: env workers mostly wait; the cores belong to inference and training. SPREAD: on a
-            # cluster of several nodes the env workers (and their envs' CPU work) go to all of them.
-            self.workers = [actor_cls.options(num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=max_restarts,
-                                              max_task_retries=0, scheduling_strategy="SPREAD").remote(w, chunk, **worker_kwargs)
-                            for w, chunk in enumerate(chunks)]
+            self.workers = [self._start_actor(w) for w in range(len(chunks))]
             places = ray.get([h.ready.remote() for h in self.workers])
             self._threads = None
         else:
@@ -51,6 +54,16 @@ class EnvWorkerPool:
         self.pids = [place.pid for place in places]
         self.node_ids = [place.node_id for place in places]
         logger.info("env workers by node: %s", ", ".join(f"{node} x{n}" for node, n in Counter(self.node_ids).items()))
+
+    def _start_actor(self, index: int) -> Any:
+        import ray
+
+        chunk = self._chunks[index]
+        # num_cpus=0: env workers mostly wait; the cores belong to inference and training. SPREAD: on a
+        # cluster of several nodes the env workers (and their envs' CPU work) go to all of them.
+        return ray.remote(EnvironmentWorker).options(
+            num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=self.max_restarts, max_task_retries=0,
+            scheduling_strategy="SPREAD").remote(index, chunk, **self._worker_kwargs)
 
     def submit(self, env_id: int, seed: int, episode_key: str) -> cf.Future:
         """One episode of env `env_id` on the worker that hosts it."""
@@ -81,6 +94,27 @@ class EnvWorkerPool:
             logger.warning("rollout: env worker %d died (pid %d) and was replaced (pid %d on node %s); its episodes "
                            "are re-run with new seeds", index, self.pids[index], place.pid, place.node_id)
             self.pids[index], self.node_ids[index] = place.pid, place.node_id
+
+    def replace_hung(self, indices: set[int]) -> int:
+        """Ends each worker of `indices` that still runs an env call that timed out, and starts a fresh
+        process in its place; returns how many were replaced. Call it only when none of the pool's
+        episodes are in flight (the ended process takes its running episodes with it)."""
+        if self._threads is not None or not indices:  # local executor: the driver process cannot be replaced
+            return 0
+        import ray
+
+        order = sorted(indices)
+        hung = ray.get([self.workers[i].hung_env_calls.remote() for i in order])
+        replaced = [i for i, count in zip(order, hung) if count > 0]
+        for i in replaced:
+            ray.kill(self.workers[i], no_restart=True)
+            self.workers[i] = self._start_actor(i)
+        for i, place in zip(replaced, ray.get([self.workers[i].ready.remote() for i in replaced])):
+            logger.warning("rollout: env worker %d (pid %d) held an env call that never returned; it was ended and "
+                           "replaced (pid %d on node %s)", i, self.pids[i], place.pid, place.node_id)
+            self.pids[i], self.node_ids[i] = place.pid, place.node_id
+        self.hung_replacements += len(replaced)
+        return len(replaced)
 
     def _not_replaced(self, index: int, reason: str) -> RuntimeError:
         return RuntimeError(f"rollout: env worker {index} died and was not replaced ({reason}); each worker may be "

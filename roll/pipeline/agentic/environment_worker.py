@@ -74,6 +74,11 @@ class EnvironmentWorker:
         logs which nodes the env workers are on."""
         return WorkerPlace(pid=os.getpid(), node_id=_node_id())
 
+    def hung_env_calls(self) -> int:
+        """Env calls of this process that timed out and still run: only replacing the process ends them.
+        A custom env manager without `hung_env_calls` counts as having none."""
+        return sum(getattr(m, "hung_env_calls", lambda: 0)() for m in self.managers.values())
+
     def torch_threads(self) -> int:
         import torch
 

@@ -10,7 +10,10 @@ A group in which any episode fails (env raised, env hung past `env_timeout_s`, g
 is re-run on the same envs with a fresh seed; the failure is counted in `rollout/failures/*` and
 logged with the tag and seed. Only whole groups enter a batch. A worker process that dies (kill -9,
 the OOM killer) is replaced by Ray and the groups it was running are re-run the same way
-(env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements. When `infer` is a Cluster
+(env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements. An env call that
+timed out but still runs (a hung `step`) leaves a thread in its worker: once the batch is done, each
+such worker process is ended and a fresh one started, counted in
+`rollout/env_worker_hang_replacements`. When `infer` is a Cluster
 with `max_restarts`, generation lost with a dead inference worker (`infer_worker_died`) waits for
 `Cluster.recover()` (the restarted worker gets the current weights) and its group is re-run.
 
@@ -158,6 +161,7 @@ class RolloutScheduler:
         waiting: dict[cf.Future, int] = {}
         done_groups: list[tuple[int, list[Trajectory]]] = []
         failures: Counter = Counter()
+        timed_out_workers: set[int] = set()  # workers that may still run an env call that timed out
         next_task = need
         generated_so_far = 0
         if self.on_progress is not None:
@@ -196,6 +200,8 @@ class RolloutScheduler:
                         r.kind = "infer_worker_died"
                         infer_restarts += self.infer_cluster.recover()
                     failures[r.kind] += 1
+                    if r.kind == "env_timeout":
+                        timed_out_workers.add(self.pool.worker_index_of_env[r.env_id])
                     if r.kind == "worker_died":
                         self.pool.recover(r.env_id)
                     logger.warning("rollout: %s in env tag=%s seed=%s (%s); the group is re-run with a new seed",
@@ -208,6 +214,8 @@ class RolloutScheduler:
                 pending.append((next_task, group))
                 number(next_task, group)
                 next_task += 1
+        # every episode of the batch is back: a worker still running a hung env call can be ended now
+        hang_replacements = self.pool.replace_hung(timed_out_workers)
         # task order, not finishing order: the same seeds give the same batch layout every time
         trajs = [t for _, g in sorted(done_groups, key=lambda item: item[0]) for t in g]
         batch = trajectories_to_batch(trajs, self.pad_token_id)
@@ -219,6 +227,7 @@ class RolloutScheduler:
             "rollout/failures": float(sum(failures.values())),
             **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
             "rollout/env_worker_restarts": float(self.pool.restarts - restarts_before),
+            "rollout/env_worker_hang_replacements": float(hang_replacements),
             "rollout/infer_worker_restarts": float(infer_restarts),
             "rollout/num_actions": sum(t.env_metrics.get("num_actions", 0.0) for t in one_per_episode(trajs)),
             "rollout/generated_tokens": float(generated),

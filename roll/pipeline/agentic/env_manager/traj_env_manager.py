@@ -12,7 +12,9 @@ off without its closing tag goes to the env like any other text: the env charges
 penalty and the episode continues.
 
 Env calls run under a timeout: an env that hangs or raises fails this episode (EpisodeFailure, with
-the tag and seed), and the manager builds a fresh env for its next episode.
+the tag and seed), and the manager builds a fresh env for its next episode. The thread of a call that
+timed out is kept in `abandoned_calls`; while one still runs, `hung_env_calls()` says so and the
+rollout replaces the worker process once the batch is done (env_worker_pool.py).
 
 A new manager subclasses this one (or keeps its constructor signature) and is named by class path
 in `custom_envs.<tag>.env_manager_cls`; see docs/internals.md.
@@ -31,9 +33,17 @@ from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajec
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 
 
+class EnvCallTimeout(TimeoutError):
+    """An env call that did not return in time; `thread` still runs it (a thread cannot be killed)."""
+
+    def __init__(self, message: str, thread: threading.Thread) -> None:
+        super().__init__(message)
+        self.thread = thread
+
+
 def call_with_timeout(fn: Callable, timeout_s: float | None, *args: Any) -> Any:
-    """Runs fn(*args) in a daemon thread; raises TimeoutError if it is not back in time (the thread
-    is abandoned: a hung env cannot be interrupted, only replaced)."""
+    """Runs fn(*args) in a daemon thread; raises EnvCallTimeout if it is not back in time (the thread
+    is abandoned: a hung env cannot be interrupted, only its process replaced)."""
     if not timeout_s:
         return fn(*args)
     box: dict[str, Any] = {}
@@ -48,7 +58,7 @@ def call_with_timeout(fn: Callable, timeout_s: float | None, *args: Any) -> Any:
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise TimeoutError(f"{getattr(fn, '__name__', fn)} did not return within {timeout_s}s")
+        raise EnvCallTimeout(f"{getattr(fn, '__name__', fn)} did not return within {timeout_s}s", thread)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -101,6 +111,7 @@ class TrajEnvManager:
         self.sequence_length = sequence_length
         self.session_prefix = session_prefix or f"{tag}-{env_id}"
         self.env: BaseEnv | None = None  # built lazily, and rebuilt after a failure
+        self.abandoned_calls: list[threading.Thread] = []  # env calls that timed out, possibly still running
 
     def _prompt(self, observation: str, turn: int) -> str:
         try:
@@ -119,8 +130,15 @@ class TrajEnvManager:
             return call_with_timeout(fn, self.env_timeout_s, *args)
         except Exception as exc:
             self.env = None  # never reuse an env that raised or may still be running
+            if isinstance(exc, EnvCallTimeout):
+                self.abandoned_calls.append(exc.thread)
             kind = "env_timeout" if isinstance(exc, TimeoutError) else "env_error"
             raise EpisodeFailure(kind, self.tag, seed, f"{what}: {type(exc).__name__}: {exc}") from exc
+
+    def hung_env_calls(self) -> int:
+        """Env calls that timed out and have still not returned (threads only a new process ends)."""
+        self.abandoned_calls = [t for t in self.abandoned_calls if t.is_alive()]
+        return len(self.abandoned_calls)
 
     def _request(self, session_id: str, ids: list[int], max_new: int, messages: list[dict], seed: int,
                  turn: int) -> GenerationRequest:
