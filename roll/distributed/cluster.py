@@ -247,22 +247,32 @@ class Cluster:
             deadline = time.monotonic() + timeout_s
             while True:
                 try:
-                    _, ok = ray.get(host.status.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                    restored += self._restore(host, deadline)
                     break
-                except ray.exceptions.ActorUnavailableError:  # restarting: it answers once the new process is up
+                except ray.exceptions.ActorUnavailableError:
+                    # restarting, or restarted once more while its state was replayed (killed again,
+                    # e.g. by the OOM killer): wait for the new process and replay to it from the start
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"cluster {self.name!r}: rank {rank} was not restarted in {timeout_s:.0f} s") from None
                     time.sleep(0.5)
                 except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                     raise RuntimeError(f"cluster {self.name!r}: rank {rank} died and was not restarted (it may be "
                                        f"restarted {self.max_restarts} times per run): {exc}") from exc
-            if not ok:  # Ray resolves references given as direct arguments: the weights arrive as tensors
-                for method, args, kwargs in self._replay.values():
-                    ray.get(host.call.remote(method, *args, **kwargs))
-                ray.get(host.mark_restored.remote())
-                restored += 1
         self.restarts += restored
         return restored
+
+    def _restore(self, host: Any, deadline: float) -> int:
+        """1 when `host` is a restarted process and got the latest call of each replayed method, 0 when
+        it holds its state already."""
+        import ray
+
+        _, ok = ray.get(host.status.remote(), timeout=max(1.0, deadline - time.monotonic()))
+        if ok:
+            return 0
+        for method, args, kwargs in self._replay.values():  # Ray resolves references given as direct
+            ray.get(host.call.remote(method, *args, **kwargs))  # arguments: the weights arrive as tensors
+        ray.get(host.mark_restored.remote())
+        return 1
 
     def shutdown(self) -> None:
         """Closes each worker (process groups, engines) and ends the Ray actors."""
