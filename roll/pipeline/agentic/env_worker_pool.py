@@ -43,6 +43,8 @@ class EnvWorkerPool:
         if executor == "ray":
             import ray
 
+            self._actor_cls = ray.remote(EnvironmentWorker)
+            self._nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
             self.workers = [self._start_actor(w) for w in range(len(chunks))]
             places = ray.get([h.ready.remote() for h in self.workers])
             self._threads = None
@@ -56,14 +58,17 @@ class EnvWorkerPool:
         logger.info("env workers by node: %s", ", ".join(f"{node} x{n}" for node, n in Counter(self.node_ids).items()))
 
     def _start_actor(self, index: int) -> Any:
-        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         chunk = self._chunks[index]
-        # num_cpus=0: env workers mostly wait; the cores belong to inference and training. SPREAD: on a
-        # cluster of several nodes the env workers (and their envs' CPU work) go to all of them.
-        return ray.remote(EnvironmentWorker).options(
+        # Worker i goes to node i mod (alive nodes), so on a cluster of several nodes the env workers (and
+        # their envs' CPU work) are on all of them; Ray's SPREAD is best effort and put every worker on
+        # one node of a freshly joined two-node cluster in a test. soft: a node that is gone is skipped.
+        # num_cpus=0: env workers mostly wait; the cores belong to inference and training.
+        node = NodeAffinitySchedulingStrategy(node_id=self._nodes[index % len(self._nodes)], soft=True)
+        return self._actor_cls.options(
             num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=self.max_restarts, max_task_retries=0,
-            scheduling_strategy="SPREAD").remote(index, chunk, **self._worker_kwargs)
+            scheduling_strategy=node).remote(index, chunk, **self._worker_kwargs)
 
     def submit(self, env_id: int, seed: int, episode_key: str) -> cf.Future:
         """One episode of env `env_id` on the worker that hosts it."""
