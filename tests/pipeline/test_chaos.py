@@ -32,17 +32,19 @@ def wait_for(what: str, found, process) -> object:
 
 
 def reset_in_step(step: int, work: Path, control: Path, process) -> int:
-    """Waits until step `step`'s rollout has an env resetting in a worker; returns that worker's pid."""
+    """Waits until step `step`'s rollout has an env resetting in a worker; returns that worker's pid.
+    Step `step`'s resets are the ones after checkpoint-(step-1) was written, not the ones after this test
+    saw it: the rollout starts at once, so its first resets can come before the test looks."""
     checkpoint = work / "out" / "checkpoints" / f"checkpoint-{step - 1}" / "pipeline_state.pt"
     wait_for(f"checkpoint-{step - 1}", checkpoint.is_file, process)
-    before = set(os.listdir(control))
+    written_ns = checkpoint.stat().st_mtime_ns
 
-    def new_worker_reset() -> int | None:
-        pids = [int(name.split("-")[1]) for name in set(os.listdir(control)) - before]
+    def worker_reset_after_checkpoint() -> int | None:
+        resets = [name.split("-") for name in os.listdir(control) if name.startswith("reset-")]
         # the driver resets an env once while checking the config: only worker processes count
-        return next((pid for pid in pids if pid != process.pid), None)
+        return next((int(pid) for _, pid, ns in resets if int(ns) > written_ns and int(pid) != process.pid), None)
 
-    return wait_for(f"an env reset in step {step}", new_worker_reset, process)
+    return wait_for(f"an env reset in step {step}", worker_reset_after_checkpoint, process)
 
 
 def role_pid(role: str, log: str) -> int:
