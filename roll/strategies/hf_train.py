@@ -179,9 +179,12 @@ class HFTrainStrategy:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
+    def _model_inputs(self, mb: MicroBatch) -> dict:
+        return {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+
     def forward(self, mb: MicroBatch) -> Tensor:
         """Logits `[rows, width, vocab]` (value models: `[rows, width, 1]`) in fp32."""
-        inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        inputs = self._model_inputs(mb)
         with self.autocast():
             return self.model(**inputs).logits.float()
 
@@ -194,7 +197,7 @@ class HFTrainStrategy:
         head = self.model.get_output_embeddings() if self.kind == "causal_lm" else None
         if type(head) is not nn.Linear or self.model.config.model_type not in PLAIN_HEAD_MODEL_TYPES:
             return None
-        inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        inputs = self._model_inputs(mb)
         # the model's own forward with lm_head swapped for the identity: its "logits" are the hidden states
         self.model.set_output_embeddings(nn.Identity())
         try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from roll.data.batch import Batch
+from roll.pipeline.agentic.trajectory_batch import episode_key
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
@@ -73,12 +74,10 @@ def dump_and_mock_dirs(config: "AgenticConfig") -> tuple[list[str], str | None]:
 
 
 def episode_count(batch: Batch) -> int:
-    """Episodes in a rollout batch: its rows, except that a step-wise manager's samples of one episode
-    (one per turn, each with a step_index) share a traj_id and count once."""
+    """Episodes in a rollout batch: its rows, a step-wise episode's turn rows counted once."""
     step_index = batch.meta.get("step_index") or [None] * len(batch)
     traj_ids = batch.meta.get("traj_id") or [None] * len(batch)
-    return len({traj_id if index is not None and traj_id else row
-                for row, (traj_id, index) in enumerate(zip(traj_ids, step_index))})
+    return len({episode_key(traj_id, index, row) for row, (traj_id, index) in enumerate(zip(traj_ids, step_index))})
 
 
 class RecordedRollout:

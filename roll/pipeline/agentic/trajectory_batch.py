@@ -44,10 +44,15 @@ def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
     return Batch(tensors=tensors, meta=meta)
 
 
+def episode_key(traj_id: str | None, step_index: int | None, sample_key: object) -> object:
+    """Which episode a sample belongs to: a step-wise manager's samples of one episode (one per turn,
+    each with a step_index) share its traj_id; any other sample is an episode of its own (`sample_key`)."""
+    return traj_id if step_index is not None and traj_id else sample_key
+
+
 def one_per_episode(trajs: list[Trajectory]) -> list[Trajectory]:
-    """One sample per episode: a step-wise manager's samples of one episode (same traj_id, a
-    step_index) share the episode's metrics, so they must count once."""
-    return list({(t.traj_id if t.step_index is not None and t.traj_id else id(t)): t for t in trajs}.values())
+    """One sample per episode: the step samples of one episode share its metrics, so they count once."""
+    return list({episode_key(t.traj_id, t.step_index, id(t)): t for t in trajs}.values())
 
 
 def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, float]:
