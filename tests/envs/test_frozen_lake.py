@@ -161,3 +161,43 @@ def test_symbol_table_and_action_names_are_configurable():
 def test_map_seed_fixes_the_map_for_every_episode():
     env = make_env("frozen_lake", size=6, map_seed=123)
     assert len({env.reset(seed=s)[0] for s in range(20)}) == 1
+
+
+def test_cell_separator_and_surroundings_line_describe_the_board():
+    env = make_env("frozen_lake", desc=["SFH", "HFF", "FFG"], is_slippery=False,
+                   cell_separator=" ", describe_surroundings=True)
+    obs, _ = env.reset(seed=0)
+    assert obs == "P _ O\nO _ _\n_ _ G\nLeft: edge, Down: hole, Right: frozen, Up: edge."
+    obs = env.step("<answer>Right</answer>")[0]
+    assert obs.splitlines()[-1] == "Left: frozen, Down: frozen, Right: hole, Up: edge."
+    env.step("<answer>Down</answer>")
+    obs = env.step("<answer>Right</answer>")[0]
+    assert obs.splitlines()[-1] == "Left: frozen, Down: goal, Right: edge, Up: hole."
+    # the state key ignores the presentation: GiGPO groups the same states whatever the format
+    plain = make_env("frozen_lake", desc=["SFH", "HFF", "FFG"], is_slippery=False)
+    plain.reset(seed=0)
+    for move in ("Right", "Down", "Right"):
+        plain.step(f"<answer>{move}</answer>")
+    assert plain.state_key() == env.state_key()
+
+
+def test_progress_reward_pays_per_cell_closer_to_the_goal_and_nothing_for_a_hole():
+    env = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False, progress_reward=0.1)
+    env.reset(seed=0)
+    assert env.step("<answer>Up</answer>")[1] == 0.0  # into the edge: no move, no progress
+    assert env.step("<answer>Down</answer>")[1] == pytest.approx(0.1)
+    assert env.step("<answer>Up</answer>")[1] == pytest.approx(-0.1)
+    env.step("<answer>Down</answer>")
+    _, reward, terminated, _, _ = env.step("<answer>Right</answer>")  # closer, but a hole
+    assert (reward, terminated) == (0.0, True)
+    env.reset(seed=0)
+    rewards = [env.step(f"<answer>{m}</answer>")[1] for m in ("Down", "Down", "Right", "Right")]
+    assert rewards == pytest.approx([0.1, 0.1, 0.1, 1.1])
+    assert env.is_success()
+
+
+@pytest.mark.parametrize("key, value", [("cell_separator", "\n"), ("describe_surroundings", "yes"),
+                                        ("progress_reward", "0.1")])
+def test_bad_observation_and_reward_options_name_the_key(key, value):
+    with pytest.raises(ValueError, match=key):
+        make_env("frozen_lake", **{key: value})

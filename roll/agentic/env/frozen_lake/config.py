@@ -28,7 +28,17 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     slipping). desc: a fixed map as rows of S/F/H/G, overriding size/p/map_seed.
     grid_lookup: cell code -> symbol (0 player, 1 frozen, 2 hole, 3 goal, 4 player in hole,
     5 player on goal). grid_vocab: symbol -> meaning, told to the model.
-    action_lookup: the four action names, in the order left, down, right, up (by key)."""
+    action_lookup: the four action names, in the order left, down, right, up (by key).
+
+    Observation and reward design (all off by default, ROLL's behaviour):
+    cell_separator: text between the cells of a row. SmolLM2's tokenizer reads "P___" as two tokens
+        ("P", "___"), so a row's cells have no fixed token positions; " " gives one token per cell.
+    describe_surroundings: append a line naming what lies one move away in each direction
+        ("Left: edge, Down: hole, Right: frozen, Up: edge."): the same information as the map, where
+        a small model can read it without counting columns.
+    progress_reward: added to a move's reward per cell it brings the player closer to the nearest goal
+        (Manhattan distance; negative when it moves away). A move into a hole earns none, so shaping
+        never pays for falling in. Scores change; `success` does not."""
 
     size: int = 4
     p: float = 0.8
@@ -49,6 +59,9 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         }
     )
     action_lookup: dict[int, str] = field(default_factory=lambda: {1: "Left", 2: "Down", 3: "Right", 4: "Up"})
+    cell_separator: str = ""
+    describe_surroundings: bool = False
+    progress_reward: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,6 +83,12 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         if len({name.casefold() for name in names.values()}) != 4:
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
+        if not isinstance(self.cell_separator, str) or "\n" in self.cell_separator:
+            raise config_error("cell_separator", f"expected a one-line string such as ' ', got {self.cell_separator!r}")
+        if not isinstance(self.describe_surroundings, bool):
+            raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
+        require_number(self.progress_reward, "progress_reward")
+        self.progress_reward = float(self.progress_reward)
 
 
 def _check_desc(desc: object) -> list[str]:

@@ -23,6 +23,7 @@ from roll.agentic.env.frozen_lake.config import (
 # gymnasium's action numbering: 0 left, 1 down, 2 right, 3 up, as (d_row, d_col)
 MOVES = ((0, -1), (1, 0), (0, 1), (-1, 0))
 _MAX_MAP_DRAWS = 10_000
+TILE_WORDS = {"S": "frozen", "F": "frozen", "H": "hole", "G": "goal"}  # describe_surroundings
 
 
 def has_path(desc: list[str]) -> bool:
@@ -72,7 +73,8 @@ def _find(desc: list[str], letter: str) -> tuple[int, int]:
 
 
 class FrozenLakeEnv(BaseEnv):
-    """Rewards: 1 on reaching the goal, 0 otherwise. The episode ends in a hole or on the goal."""
+    """Rewards: 1 on reaching the goal, 0 otherwise (plus progress_reward shaping when set). The
+    episode ends in a hole or on the goal."""
 
     config_cls = FrozenLakeEnvConfig
     config: FrozenLakeEnvConfig
@@ -108,11 +110,17 @@ class FrozenLakeEnv(BaseEnv):
         before = self.player
         self.player = (min(max(before[0] + dr, 0), rows - 1), min(max(before[1] + dc, 0), cols - 1))
         tile = self.desc[self.player[0]][self.player[1]]
+        progress = 0 if tile == "H" else self._goal_distance(before) - self._goal_distance(self.player)
         return StepOutcome(
-            reward=1.0 if tile == "G" else 0.0,
+            reward=(1.0 if tile == "G" else 0.0) + self.config.progress_reward * progress,
             terminated=tile in "GH",
             effective=self.player != before,
         )
+
+    def _goal_distance(self, cell: tuple[int, int]) -> int:
+        """Manhattan distance from ``cell`` to the nearest goal (progress_reward's measure)."""
+        return min(abs(r - cell[0]) + abs(c - cell[1])
+                   for r, row in enumerate(self.desc) for c, letter in enumerate(row) if letter == "G")
 
     def is_success(self) -> bool:
         return bool(self.desc) and self.desc[self.player[0]][self.player[1]] == "G"
@@ -132,8 +140,19 @@ class FrozenLakeEnv(BaseEnv):
                     cells.append(lookup[{"H": PLAYER_IN_HOLE, "G": PLAYER_ON_GOAL}.get(letter, PLAYER)])
                 else:
                     cells.append(lookup[code[letter]])
-            lines.append("".join(cells))
+            lines.append(self.config.cell_separator.join(cells))
+        if self.config.describe_surroundings:
+            lines.append(self._surroundings())
         return "\n".join(lines)
+
+    def _surroundings(self) -> str:
+        """What one move in each direction reaches, in action order: "Left: edge, Down: hole, ..."."""
+        rows, cols = len(self.desc), len(self.desc[0])
+        parts = []
+        for name, (dr, dc) in zip(self._names, MOVES):
+            r, c = self.player[0] + dr, self.player[1] + dc
+            parts.append(f"{name}: {TILE_WORDS[self.desc[r][c]] if 0 <= r < rows and 0 <= c < cols else 'edge'}")
+        return ", ".join(parts) + "."
 
     def default_instruction(self) -> str:
         text = (
