@@ -11,6 +11,10 @@ curve, and the table is printed again at the end. The growth is the slope of a l
 through the second half of the steps (the first steps include one-off allocations: caches, optimizer
 state, the decode engine's KV slots being used for the first time, up to its fixed budget).
 Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_length=768`.
+`--example-sizes` keeps the CPU example's own batch, episode and sequence sizes (32 episodes of up to
+10 turns, 2k-token micro-batches) and only turns off validation, warm-up and checkpoints: the run whose
+training and inference workers must each stay under 4 GB. The last line gives each role's peak
+resident size over the whole run (VmHWM of its largest process), which falls between two samples.
 `--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...], "anon_rows": [...]},
 one row per step; anon_rows count only anonymous pages, the process's own heap and stacks, without the
 shared libraries and Ray object-store pages it maps), which tests/pipeline/test_soak.py reads.
@@ -35,26 +39,40 @@ from roll.utils.memory import resident_bytes  # noqa: E402
 MB = 2**20
 
 
-def small_run_overrides(steps: int, work: Path, embedded: bool) -> list[str]:
-    """The CPU example cut to a short step: 8 episodes of 3 turns, no validation, no SFT warm-up."""
+def small_run_overrides(steps: int, work: Path, embedded: bool, example_sizes: bool = False) -> list[str]:
+    """The CPU example cut to a short step: 8 episodes of 3 turns, no validation, no SFT warm-up
+    (with `example_sizes`, only the validation, warm-up and checkpoints are cut)."""
     values = {
         "exp_name": "soak", "max_steps": steps, "save_steps": 10_000, "eval_steps": 0, "sft_warmup.steps": 0,
         "output_dir": work / "out", "logging_dir": work / "logs", "track_with": "stdout",
+    }
+    if not example_sizes:
+        values.update(small_step_sizes())
+    if not embedded:
+        values["pretrain"] = "tiny-random-qwen2"
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def small_step_sizes() -> dict[str, int]:
+    return {
         "rollout_batch_size": 8, "sequence_length": 512, "train_env_manager.num_env_groups": 2,
         "train_env_manager.group_size": 4, "custom_envs.FrozenLakeCPU.max_steps": 3,
         "custom_envs.FrozenLakeCPU.max_tokens_per_step": 8, "actor_infer.generating_args.max_new_tokens": 8,
         "actor_train.training_args.per_device_train_batch_size": 4,
         "actor_train.training_args.gradient_accumulation_steps": 2,
     }
-    if not embedded:
-        values["pretrain"] = "tiny-random-qwen2"
-    return [f"{k}={v}" for k, v in values.items()]
 
 
 def anonymous_bytes(pid: int) -> int:
     """RssAnon of `pid`: its resident private memory (heap, stacks), from /proc/<pid>/status."""
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:"))
+
+
+def peak_bytes(pid: int) -> int:
+    """VmHWM of `pid`: the most it has been resident at any moment, from /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
 def slope(values: list[float]) -> float:
@@ -84,6 +102,7 @@ def main() -> None:
     parser.add_argument("--embedded", action="store_true", help="SmolLM2-135M-Instruct instead of the tiny random model")
     parser.add_argument("--no-trim", action="store_true", help="workers keep freed heap memory (ROLL_MALLOC_TRIM=0), "
                                                                "to compare with the default")
+    parser.add_argument("--example-sizes", action="store_true", help="the CPU example's own step sizes")
     parser.add_argument("--json", type=Path, help="also write the per-step table to this file")
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
@@ -94,7 +113,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="soak", dir="/tmp"))
     config = load_agentic_config(REPO_ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
-                                 [*small_run_overrides(args.steps, work, args.embedded), *extra,
+                                 [*small_run_overrides(args.steps, work, args.embedded, args.example_sizes), *extra,
                                   *(["system_envs.ROLL_MALLOC_TRIM='0'"] if args.no_trim else [])])
     check_runnable(config)
     os.environ.setdefault("ROLL_RAY_TEMP_DIR", str(work / "ray"))
@@ -103,6 +122,7 @@ def main() -> None:
     pids = role_pids(pipeline)
     rows: list[dict[str, float]] = []
     anon_rows: list[dict[str, float]] = []
+    peaks = {role: 0.0 for role in pids}
     log_step = pipeline.tracker.log
 
     def log_and_sample(metrics: dict, step: int) -> None:
@@ -110,6 +130,8 @@ def main() -> None:
         if step <= config.max_steps:  # not the final validation's row
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
             anon_rows.append({role: sum(anonymous_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+            # read while the workers live (a finished run's exited processes have no memory lines)
+            peaks.update({role: max(peaks[role], *(peak_bytes(p) / MB for p in ps)) for role, ps in pids.items()})
             print(f"soak step {step}: resident MB " + ", ".join(f"{r} {v:.0f}" for r, v in rows[-1].items()),
                   flush=True)
 
@@ -123,7 +145,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     roles = list(pids)
     if args.json is not None:
-        args.json.write_text(json.dumps({"roles": roles, "rows": rows, "anon_rows": anon_rows}))
+        args.json.write_text(json.dumps({"roles": roles, "rows": rows, "anon_rows": anon_rows, "peaks": peaks}))
     print(f"\nresident memory (MB) per step, {'SmolLM2-135M' if args.embedded else 'tiny random model'}, "
           f"{os.cpu_count()} cores (shared), malloc_trim {'off' if args.no_trim else 'on'}")
     print("step  " + "  ".join(f"{r:>12}" for r in roles))
@@ -131,6 +153,7 @@ def main() -> None:
         print(f"{step:>4}  " + "  ".join(f"{row[r]:>12.0f}" for r in roles))
     print("MB/step" + "  ".join(f"{slope([row[r] for row in rows]):>12.2f}" for r in roles)[1:]
           + "   (slope over the second half of the steps)")
+    print("peak   " + "  ".join(f"{peaks[r]:>12.0f}" for r in roles)[1:] + "   (VmHWM of the role's largest process)")
 
 
 if __name__ == "__main__":

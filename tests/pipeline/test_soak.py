@@ -39,5 +39,9 @@ def test_no_role_keeps_growing_over_30_steps(tmp_path):
     growth = {role: rows[STEPS - 1][role] - rows[FIRST - 1][role] for role in result["roles"]}
     print("resident growth from step 10 to step 30 (MB):", {r: round(g, 1) for r, g in growth.items()})
     assert all(row[role] > 50 for row in rows for role in result["roles"]), "a role's memory was not read"
+    # a role's peak covers every sample of its largest process (env workers and the driver are summed
+    # per sample, so only the single-process roles are checked)
+    for role in ("actor_train", "actor_infer"):
+        assert result["peaks"][role] >= max(row[role] for row in rows), (role, result["peaks"][role])
     grown = {role: round(g, 1) for role, g in growth.items() if g >= GROWTH_BOUND_MB}
     assert not grown, f"resident memory grew by {grown} MB from step {FIRST} to {STEPS} (bound {GROWTH_BOUND_MB} MB)"
