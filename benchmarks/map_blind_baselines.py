@@ -4,6 +4,9 @@ Reads the config, derives the validation episodes' tags and env seeds as Rollout
 (seeds depend only on the run's seed and the episode's index), and prints per env tag what the best
 fixed move sequence, the best biased random policy and uniform random moves reach on those maps
 (roll/agentic/env/map_blind.py). A run's validation logs the same numbers (val/blind/*).
+For FrozenLake it adds one policy that does look, but only at the `describe_surroundings` line: Right
+or Down at random unless that move is a hole, else any move that is not — what an agent reading
+that line (and nothing else) can reach.
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]
@@ -12,6 +15,7 @@ fixed move sequence, the best biased random policy and uniform random moves reac
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -35,6 +39,28 @@ def validation_maps(config) -> dict[str, list[int]]:
         tag = group_tags[order[task % len(group_tags)]]
         maps.setdefault(tag, []).append(RolloutScheduler._group_seed(scheduler, 0, task))
     return maps
+
+
+def surroundings_policy_success(spec, seeds: list[int], horizon: int, samplings: int = 20) -> float:
+    """Success of the FrozenLake policy that reads only the surroundings line of the observation."""
+    from roll.agentic.env.registry import make_env
+
+    env = make_env(spec.env_type, **{**spec.env_config, "describe_surroundings": True})
+    solved = 0
+    for seed in seeds:
+        for sampling in range(samplings):
+            rng = random.Random(sampling)
+            observation, _ = env.reset(seed=seed)
+            for _ in range(horizon):
+                around = dict(part.split(": ") for part in observation.splitlines()[-1].rstrip(".").split(", "))
+                safe = [move for move, tile in around.items() if tile not in ("hole", "edge")]
+                preferred = [move for move in safe if move in ("Right", "Down")]
+                move = rng.choice(preferred or safe or list(around))
+                observation, _, terminated, truncated, _ = env.step(env.format_answer(move))
+                if terminated or truncated:
+                    break
+            solved += env.is_success()
+    return solved / (len(seeds) * samplings)
 
 
 def main(argv: list[str]) -> int:
@@ -65,6 +91,9 @@ def main(argv: list[str]) -> int:
               f"{'' if result.sequence_search_complete else '  (search budget hit: best found)'}")
         print(f"  best biased random    {result.biased_random_success:.3f}  {bias}")
         print(f"  uniform random moves  {result.uniform_random_success:.3f}")
+        if spec.env_type == "frozen_lake":
+            print(f"  reads only the surroundings line (Right/Down unless a hole; not map-blind) "
+                  f"{surroundings_policy_success(spec, seeds, horizon):.3f}")
     return 0
 
 
