@@ -15,8 +15,8 @@ Extra Hydra overrides follow `--`: `benchmarks/soak.py --steps 5 -- sequence_len
 10 turns, 2k-token micro-batches) and only turns off validation, warm-up and checkpoints: the run whose
 training and inference workers must each stay under 4 GB. The last line gives each role's peak
 resident size over the whole run (VmHWM of its largest process), which falls between two samples.
-`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...], "anon_rows": [...]},
-one row per step; anon_rows count only anonymous pages, the process's own heap and stacks, without the
+`--json PATH` also writes the table ({"roles": [...], "rows": [{role: MB}, ...], "anon_rows": [...],
+"peaks": {role: MB}}, one row per step; anon_rows count only anonymous pages, the process's own heap and stacks, without the
 shared libraries and Ray object-store pages it maps), which tests/pipeline/test_soak.py reads.
 """
 
