@@ -63,16 +63,11 @@ def small_step_sizes() -> dict[str, int]:
     }
 
 
-def anonymous_bytes(pid: int) -> int:
-    """RssAnon of `pid`: its resident private memory (heap, stacks), from /proc/<pid>/status."""
+def status_bytes(pid: int, field: str) -> int:
+    """A size line of /proc/<pid>/status in bytes: RssAnon (resident private memory: heap, stacks) or
+    VmHWM (the most it has been resident at any moment)."""
     with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:"))
-
-
-def peak_bytes(pid: int) -> int:
-    """VmHWM of `pid`: the most it has been resident at any moment, from /proc/<pid>/status."""
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(f"{field}:"))
 
 
 def slope(values: list[float]) -> float:
@@ -129,9 +124,9 @@ def main() -> None:
         log_step(metrics, step)
         if step <= config.max_steps:  # not the final validation's row
             rows.append({role: sum(resident_bytes(p) for p in ps) / MB for role, ps in pids.items()})
-            anon_rows.append({role: sum(anonymous_bytes(p) for p in ps) / MB for role, ps in pids.items()})
+            anon_rows.append({role: sum(status_bytes(p, "RssAnon") for p in ps) / MB for role, ps in pids.items()})
             # read while the workers live (a finished run's exited processes have no memory lines)
-            peaks.update({role: max(peaks[role], *(peak_bytes(p) / MB for p in ps)) for role, ps in pids.items()})
+            peaks.update({role: max(peaks[role], *(status_bytes(p, "VmHWM") / MB for p in ps)) for role, ps in pids.items()})
             print(f"soak step {step}: resident MB " + ", ".join(f"{r} {v:.0f}" for r, v in rows[-1].items()),
                   flush=True)
 
