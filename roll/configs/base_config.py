@@ -49,6 +49,10 @@ class BaseConfig:
     # times Ray may restart each inference worker process that died (it gets the current weights back
     # before it serves again); -1 = no limit, 0 = a dead inference worker ends the run (auto-resume applies)
     max_infer_worker_restarts: int = 4
+    # Weight syncs stream actor_train's weights to actor_infer in buckets of this many MB (ROLL's key
+    # and default), one bucket copied at a time (roll/pipeline/agentic/weight_sync.py: hf_train →
+    # hf_infer; other strategy pairs send the weights in one piece).
+    model_update_buffer_size_mb: int = 1024
 
     rollout_batch_size: int = 128  # trajectories per training step
     val_batch_size: int | None = None  # trajectories per validation; default: all val envs once

@@ -61,7 +61,6 @@ TOP_LEVEL: dict[str, RollKey] = {
     "report_length_and_rewards": RollKey("roll always logs lengths and rewards"),
     "is_offload_states": RollKey(_OFFLOAD),
     "is_offload_optimizer_states_in_train_step": RollKey(_OFFLOAD),
-    "model_update_buffer_size_mb": RollKey("roll sends actor_train's weights to actor_infer through Ray's object store in one piece"),
     "num_nodes": RollKey("roll asks Ray for the devices in each worker's device_mapping"),
     "num_gpus_per_node": RollKey("roll asks Ray for the devices in each worker's device_mapping"),
     "model_download_type": RollKey("roll loads models from local folders or the Hugging Face hub (see pretrain)"),

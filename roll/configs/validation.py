@@ -192,6 +192,9 @@ def _check_ranges(config: "AgenticConfig") -> None:
     _require(config.save_steps >= 1, f"save_steps must be >= 1, got {config.save_steps}")
     _require(config.max_auto_resumes >= 0, f"max_auto_resumes must be >= 0 (0 = stop at the first lost worker), "
                                            f"got {config.max_auto_resumes}")
+    _require(config.model_update_buffer_size_mb >= 1,
+             f"model_update_buffer_size_mb must be >= 1 (MB per bucket of a weight sync), "
+             f"got {config.model_update_buffer_size_mb}")
     _require(config.max_infer_worker_restarts >= -1, f"max_infer_worker_restarts must be >= 0 (or -1 for no limit), "
                                                      f"got {config.max_infer_worker_restarts}")
     _require(config.logging_steps >= 1, f"logging_steps must be >= 1, got {config.logging_steps}")

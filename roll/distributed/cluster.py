@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 # them a worker gives freed heap memory back to the system, so its resident size does not stay at
 # its largest step's (roll/utils/memory.py). Never after `generate`: it runs many times per step.
 RELEASE_MEMORY_AFTER = frozenset({"train_step", "compute_log_probs", "compute_values", "update_weights",
-                                  "get_state_dict", "save_checkpoint", "load_checkpoint", "sft_step"})
+                                  "load_weights", "get_state_dict", "save_checkpoint", "load_checkpoint",
+                                  "sft_step"})
 
 
 def collective(method: Callable) -> Callable:
@@ -45,6 +46,14 @@ def replayed_on_restart(method: Callable) -> Callable:
     """Marks a worker method whose latest call (with its arguments) a restarted worker must get again
     before it serves anything else: the weights of an inference worker (see Cluster.recover)."""
     method._roll_replayed = True
+    return method
+
+
+def restores_state(method: Callable) -> Callable:
+    """Marks a worker method a restarted worker may serve before Cluster.recover has finished: what a
+    Cluster's `restore_hook` calls to give it state too big to record (weights streamed in buckets).
+    Unlike @replayed_on_restart, its calls are not recorded."""
+    method._roll_restores = True
     return method
 
 
@@ -94,8 +103,9 @@ class WorkerHost:
         self.worker = worker_cls(worker_config, rank, world_size, **kwargs)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if not self.restored and method != "shutdown" and not getattr(getattr(type(self.worker), method, None),
-                                                                      "_roll_replayed", False):
+        fn = getattr(type(self.worker), method, None)
+        if not self.restored and method != "shutdown" and not (getattr(fn, "_roll_replayed", False)
+                                                               or getattr(fn, "_roll_restores", False)):
             raise WorkerNotRestored(f"this {type(self.worker).__name__} was restarted and has not got its state back "
                                     f"yet (Cluster.recover); {method} must wait")
         try:
@@ -120,8 +130,9 @@ class Cluster:
         **worker_kwargs: Any,
     ) -> None:
         """max_restarts: times Ray may restart each rank's process after it died (kill -9, OOM); the
-        restarted worker gets the latest call of each @replayed_on_restart method from `recover()`.
-        Only for workers without a process group (inference): ranks of one group cannot rejoin it.
+        restarted worker gets the latest call of each @replayed_on_restart method from `recover()`, then
+        `restore_hook(rank)` when set (state too big to record: its owner sends it again). Only for
+        workers without a process group (inference): ranks of one group cannot rejoin it.
         ray_options: Ray actor options over the worker class's RAY_ACTOR_OPTIONS (e.g. max_concurrency)."""
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
@@ -137,6 +148,7 @@ class Cluster:
         self.max_restarts, self.restarts = max_restarts, 0
         self.ray_options = {**getattr(worker_cls, "RAY_ACTOR_OPTIONS", {}), **(ray_options or {})}
         self._replay: dict[str, tuple[str, tuple, dict]] = {}  # method -> its latest call, for restarted ranks
+        self.restore_hook: Callable[[int], None] | None = None
         kwargs = dict(worker_kwargs)
         if max_restarts:
             if "dist_addr" in inspect.signature(worker_cls.__init__).parameters or executor != "ray":
@@ -211,6 +223,12 @@ class Cluster:
         """Rank 0's result; a @collective method runs on every rank (they must join) and rank 0 answers."""
         return self._get(self.execute_rank0_ref(method, *args, **kwargs))
 
+    def execute_on(self, rank: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """`method(*args, **kwargs)` on one rank (not for @collective methods: the other ranks would not join)."""
+        if self._is_collective(method) and self.num_workers > 1:
+            raise ValueError(f"cluster {self.name!r}: {method} is collective; call it on every rank")
+        return self._get(self._call_host(self.hosts[rank], "call", method, *args, **kwargs))
+
     def execute_rank0_ref(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Like execute_rank0, but with the ray executor the answer stays in Ray's object store: pass the
         reference on to other actors (weights to the inference workers) without a copy through the driver."""
@@ -247,7 +265,7 @@ class Cluster:
             deadline = time.monotonic() + timeout_s
             while True:
                 try:
-                    restored += self._restore(host, deadline)
+                    restored += self._restore(host, rank, deadline)
                     break
                 except ray.exceptions.ActorUnavailableError:
                     # restarting, or restarted once more while its state was replayed (killed again,
@@ -261,9 +279,9 @@ class Cluster:
         self.restarts += restored
         return restored
 
-    def _restore(self, host: Any, deadline: float) -> int:
-        """1 when `host` is a restarted process and got the latest call of each replayed method, 0 when
-        it holds its state already."""
+    def _restore(self, host: Any, rank: int, deadline: float) -> int:
+        """1 when `host` is a restarted process and got the latest call of each replayed method (and the
+        restore hook's state), 0 when it holds its state already."""
         import ray
 
         _, ok = ray.get(host.status.remote(), timeout=max(1.0, deadline - time.monotonic()))
@@ -271,6 +289,8 @@ class Cluster:
             return 0
         for method, args, kwargs in self._replay.values():  # Ray resolves references given as direct
             ray.get(host.call.remote(method, *args, **kwargs))  # arguments: the weights arrive as tensors
+        if self.restore_hook is not None:
+            self.restore_hook(rank)
         ray.get(host.mark_restored.remote())
         return 1
 

@@ -231,10 +231,21 @@ class HFTrainStrategy:
         """Every parameter and buffer of the trained module (LoRA: adapter keys), on CPU, on rank 0."""
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
-    def inference_state_dict(self) -> dict[str, Tensor]:
-        """Weights named as in the plain HF model (LoRA merged in), for the inference engine."""
+    def inference_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
+        """Weights named as in the plain HF model (LoRA merged in), for the inference engine; only
+        `names` (from inference_weight_bytes) when given, so a part is copied without the rest."""
+        if names is not None:
+            live = self.model.state_dict()
+            return {k: live[k].detach().cpu().clone() for k in names}
         state = self.full_state_dict()
         return merge_lora_state(self.model, state) if self.model_args.lora_rank else state
+
+    def inference_weight_bytes(self) -> dict[str, int] | None:
+        """Size of each weight inference_state_dict returns, in its order; None with LoRA (merging a
+        delta needs the whole adapter, so the weights go in one piece)."""
+        if self.model_args.lora_rank:
+            return None
+        return {k: v.numel() * v.element_size() for k, v in self.model.state_dict().items()}
 
     def load_full_state_dict(self, state: dict[str, Tensor]) -> None:
         missing, unexpected = self.model.load_state_dict(state, strict=False)

@@ -44,6 +44,9 @@ class StrategyFacts:
     sharded: bool = False
     multi_rank: bool = True  # False: trains in one process only
     lora: bool = False  # supports model_args.lora_rank
+    # Infer strategies: True when load_state_dict takes a part of the weights at a time, so the pipeline
+    # streams them in buckets (roll/pipeline/agentic/weight_sync.py); False: all of them in one call.
+    loads_weights_in_parts: bool = False
 
 
 STRATEGIES: dict[str, StrategyFacts] = {}
@@ -167,7 +170,7 @@ _HF_INFER = "hf_infer (transformers on CPU or GPU; token ids and log-probs exact
 _VLLM_INSTALL = ("bash scripts/setup_vllm.sh (creates .venv-vllm; vLLM pins its own torch and transformers), "
                  "then run roll with .venv-vllm/bin/python")
 for _row in (
-    StrategyFacts("hf_infer", "infer", "roll.strategies.hf_infer.HFInferStrategy"),
+    StrategyFacts("hf_infer", "infer", "roll.strategies.hf_infer.HFInferStrategy", loads_weights_in_parts=True),
     StrategyFacts("vllm", "infer", "roll.strategies.vllm_infer.VLLMInferStrategy",
                   alternative=f"{_HF_INFER}, as the CPU example does: {CPU_EXAMPLE}",
                   package="vllm", package_title="vLLM", install=_VLLM_INSTALL),

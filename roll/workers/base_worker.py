@@ -211,10 +211,17 @@ class TrainWorker:
 
     # --- state ------------------------------------------------------------------------------------
     @collective
-    def get_state_dict(self) -> dict[str, Tensor] | None:
-        """Full weights named as the plain HF model (LoRA merged), on rank 0; None on other ranks."""
-        state = self.strategy.inference_state_dict()
+    def get_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor] | None:
+        """Full weights named as the plain HF model (LoRA merged), on rank 0; None on other ranks.
+        `names`: only these (a bucket of a streamed sync; names from inference_weight_bytes)."""
+        state = self.strategy.inference_state_dict() if names is None else self.strategy.inference_state_dict(names)
         return state if self.rank == 0 else None
+
+    def inference_weight_bytes(self) -> dict[str, int] | None:
+        """Bytes of each weight get_state_dict returns, when the strategy can copy a part of them alone
+        (hf_train without LoRA); None when they come in one piece (sharded strategies gather them all)."""
+        sizes = getattr(self.strategy, "inference_weight_bytes", None)
+        return sizes() if sizes is not None else None
 
     @collective
     def save_checkpoint(self, directory: str | Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from roll.configs.worker_config import WorkerConfig
-from roll.distributed.cluster import replayed_on_restart
+from roll.distributed.cluster import replayed_on_restart, restores_state
 from roll.strategies import create_infer_strategy
 
 
@@ -54,6 +54,12 @@ class InferWorker:
 
     @replayed_on_restart  # a restarted worker gets the current weights before it generates again
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """All the weights at once; the Cluster keeps this call to give a restarted worker (async training)."""
+        self.load_weights(state_dict, version)
+
+    @restores_state  # the pipeline streams the current weights to a restarted worker (weight_sync.py)
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Some or all of the weights (one bucket of a streamed sync); the version they belong to."""
         self.strategy.load_state_dict(state_dict, version)
         self.version = version
 

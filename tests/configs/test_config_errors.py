@@ -118,3 +118,10 @@ def test_restart_limits_below_minus_one_name_the_key():
     assert "max_infer_worker_restarts must be >= 0 (or -1 for no limit), got -2" in message
     config = load_agentic_config(*CPU, overrides=["max_infer_worker_restarts=-1"])
     assert config.max_infer_worker_restarts == -1
+
+
+def test_weight_sync_buckets_under_one_mb_name_the_key_and_rolls_key_is_taken():
+    message = load_error("model_update_buffer_size_mb=0")
+    assert "model_update_buffer_size_mb must be >= 1 (MB per bucket of a weight sync), got 0" in message
+    assert load_agentic_config(*CPU).model_update_buffer_size_mb == 32  # the CPU example's own value
+    assert load_agentic_config(*CPU, overrides=["model_update_buffer_size_mb=256"]).model_update_buffer_size_mb == 256

@@ -4,13 +4,18 @@ infer worker's version counter says which weights it holds."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import time
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from roll.configs.worker_config import ModelArgs, TrainingArgs, WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed import Cluster
+from roll.pipeline.agentic.weight_sync import ALL_WEIGHTS, plan_buckets, stream_weights
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.base_worker import LossConfig
 from roll.strategies.generation import GenerationRequest, SamplingParams
@@ -67,6 +72,85 @@ def test_trained_weights_reach_the_infer_worker(tiny_model_dir, ray_session):
         with torch.no_grad():
             out = model.generate(torch.tensor([PROMPT]), max_new_tokens=len(TARGET), do_sample=False)
         assert after.output_ids == out[0, len(PROMPT):].tolist()
+    finally:
+        infer.shutdown()
+        actor.shutdown()
+
+
+def test_buckets_hold_at_most_the_limit_in_order_and_a_bigger_weight_alone():
+    sizes = {"embed": 100, "a": 30, "b": 30, "c": 50, "head": 120, "norm": 4}
+    assert plan_buckets(sizes, 64) == [["embed"], ["a", "b"], ["c"], ["head"], ["norm"]]
+    assert plan_buckets(sizes, 1000) == [list(sizes)]
+    assert plan_buckets(None, 64) == [ALL_WEIGHTS]  # sizes unknown: one piece
+    with pytest.raises(ValueError, match="max_bytes=0"):
+        plan_buckets(sizes, 0)
+
+
+def trained_actor(tiny_model_dir) -> Cluster:
+    """actor_train whose weights moved away from the checkpoint the inference worker starts from."""
+    train_config = dataclasses.replace(actor_config(tiny_model_dir), training_args=TrainingArgs(
+        learning_rate=3e-2, per_device_train_batch_size=4))
+    actor = Cluster("actor_train", ActorWorker, train_config, executor="local")
+    batch = target_batch()
+    batch.tensors["old_logprobs"] = actor.execute_rank0("compute_log_probs", batch)["logprobs"]
+    actor.execute_rank0("train_step", batch, LossConfig(pg_clip_low=10.0, pg_clip_high=100.0))
+    return actor
+
+
+def served_weights(infer: Cluster) -> list[dict[str, torch.Tensor]]:
+    import ray
+
+    return ray.get([h.__ray_call__.remote(lambda host: host.worker.strategy.state_dict()) for h in infer.hosts])
+
+
+def test_streamed_buckets_give_the_infer_worker_exactly_the_trained_weights(tiny_model_dir, ray_session):
+    actor = trained_actor(tiny_model_dir)
+    infer = Cluster("actor_infer", InferWorker, WorkerConfig(model_args=ModelArgs(model_name_or_path=str(tiny_model_dir))),
+                    threads_per_worker=1)
+    try:
+        sizes = actor.execute_rank0("inference_weight_bytes")
+        buckets = plan_buckets(sizes, max(sizes.values()))
+        assert 2 < len(buckets) < len(sizes)  # several buckets, some with several weights
+        stream_weights(actor, infer, buckets, version=3)
+        (served,) = served_weights(infer)
+        trained = actor.execute_rank0("get_state_dict")
+        assert infer.execute_all("get_version") == [3]
+        assert sorted(served) == sorted(trained)
+        assert all(torch.equal(served[k], trained[k]) for k in trained)
+        original = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+        assert any(not torch.equal(original[k], trained[k]) for k in trained)  # training moved them
+    finally:
+        infer.shutdown()
+        actor.shutdown()
+
+
+def test_a_killed_infer_worker_gets_the_streamed_weights_from_the_restore_hook(tiny_model_dir, ray_session):
+    import ray
+
+    actor = trained_actor(tiny_model_dir)
+    infer = Cluster("actor_infer", InferWorker, WorkerConfig(model_args=ModelArgs(model_name_or_path=str(tiny_model_dir))),
+                    threads_per_worker=1, max_restarts=1)
+    try:
+        buckets = plan_buckets(actor.execute_rank0("inference_weight_bytes"), 4096)
+        stream_weights(actor, infer, buckets, version=5)
+        restores: list[int] = []
+        infer.restore_hook = lambda rank: (restores.append(rank), stream_weights(actor, infer, buckets, 5, rank=rank))
+        (victim,) = ray.get([h.__ray_call__.remote(lambda host: os.getpid()) for h in infer.hosts])
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        restored = 0
+        while not restored:  # until Ray has noticed the death and started a new process
+            assert time.monotonic() < deadline, "the inference worker was not restarted"
+            try:
+                restored = infer.recover(timeout_s=60)
+            except RuntimeError:
+                time.sleep(0.5)
+        (pid, ok), = ray.get([h.status.remote() for h in infer.hosts])
+        (served,) = served_weights(infer)
+        trained = actor.execute_rank0("get_state_dict")
+        assert pid != victim and ok and restores == [0]
+        assert infer.execute_all("get_version") == [5]
+        assert all(torch.equal(served[k], trained[k]) for k in trained)
     finally:
         infer.shutdown()
         actor.shutdown()

@@ -24,6 +24,7 @@ from roll.pipeline.agentic.correction_step import apply_train_infer_correction
 from roll.pipeline.agentic.group_filter import copy_back_rewards, drop_zero_gradient_groups, zero_gradient_blockers
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.val_baselines import ValidationBaselines
+from roll.pipeline.agentic.weight_sync import plan_buckets, stream_weights
 from roll.pipeline.agentic.pipeline_parts import (
     build_clusters,
     build_kl_controller,
@@ -32,6 +33,7 @@ from roll.pipeline.agentic.pipeline_parts import (
     summary_table,
     val_metrics,
 )
+from roll.strategies.registry import strategy_facts
 from roll.utils.alarms import CollapseWatch, turn_token_caps
 from roll.utils.progress import RunProgress
 from roll.utils.tracking import Tracker, headline
@@ -58,6 +60,10 @@ class AgenticPipeline:
                 config, lambda: self.reporting_progress(build_rollout(config, self.actor_infer, mode="train")))
             self.val_rollout = (self.reporting_progress(build_rollout(config, self.actor_infer, mode="val"))
                                 if config.eval_steps > 0 else None)
+        self.weight_buckets = self.plan_weight_buckets()
+        self.synced_version: int | None = None  # the weights actor_infer holds (streamed syncs)
+        if config.async_generation_ratio == 0:  # a restarted inference worker gets them streamed again
+            self.actor_infer.restore_hook = self.restore_infer_rank
         self.recorder = TrajectoryRecorder(config)
         self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
@@ -144,14 +150,30 @@ class AgenticPipeline:
     def sync_weights(self, version: int) -> None:
         """SPEC §4.1: actor_infer generates with actor_train's current weights. In async training they
         are published instead; the rollout thread loads them between its batches (async_rollout.py)."""
-        state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
         if isinstance(self.train_rollout, AsyncRollout):
+            state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
             self.train_rollout.publish(version, state_dict)
         else:
-            self.push_weights(state_dict, version)
+            stream_weights(self.actor_train, self.actor_infer, self.weight_buckets, version)
+            self.synced_version = version
 
     def push_weights(self, state_dict, version: int) -> None:
+        """All the weights at once (async training's published snapshots)."""
         self.actor_infer.execute_all("update_weights", state_dict, version)
+
+    def plan_weight_buckets(self) -> list:
+        """weight_sync.py: buckets when both strategies can move a part of the weights, else one."""
+        infer_strategy = self.config.actor_infer.strategy_args.strategy_name
+        sizes = (self.actor_train.execute_rank0("inference_weight_bytes")
+                 if strategy_facts(infer_strategy).loads_weights_in_parts else None)
+        return plan_buckets(sizes, self.config.model_update_buffer_size_mb << 20)
+
+    def restore_infer_rank(self, rank: int) -> None:
+        """Cluster.recover's hook: a restarted inference rank gets the weights the others hold (the
+        trainer has not moved since the last sync: in synchronous training it trains only after the
+        rollout)."""
+        if self.synced_version is not None:
+            stream_weights(self.actor_train, self.actor_infer, self.weight_buckets, self.synced_version, rank=rank)
 
     def validate(self, step: int) -> dict[str, float]:
         """SPEC §4.2: a validation rollout on fixed seeds, so its numbers compare across steps."""
