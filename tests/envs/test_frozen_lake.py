@@ -196,8 +196,24 @@ def test_progress_reward_pays_per_cell_closer_to_the_goal_and_nothing_for_a_hole
     assert env.is_success()
 
 
+def test_ineffective_penalty_costs_a_move_into_the_edge_and_nothing_else():
+    env = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False, ineffective_penalty=-0.2,
+                   format_penalty=-0.05, progress_reward=0.1)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("<answer>Left</answer>")  # into the edge: valid, changes nothing
+    assert reward == pytest.approx(-0.2)
+    assert info["metrics"]["action_is_valid"] == 1.0 and info["metrics"]["action_is_effective"] == 0.0
+    assert env.step("<answer>Down</answer>")[1] == pytest.approx(0.1)  # a real move: shaping only
+    assert env.step("no move here")[1] == pytest.approx(-0.05)  # an invalid turn: the format penalty alone
+    env.step("<answer>Down</answer>")
+    assert env.step("<answer>Down</answer>")[1] == pytest.approx(-0.2)  # the bottom edge
+    default = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False)
+    default.reset(seed=0)
+    assert default.step("<answer>Left</answer>")[1] == 0.0  # off by default: ROLL's rewards
+
+
 @pytest.mark.parametrize("key, value", [("cell_separator", "\n"), ("describe_surroundings", "yes"),
-                                        ("progress_reward", "0.1")])
+                                        ("progress_reward", "0.1"), ("ineffective_penalty", "-0.1")])
 def test_bad_observation_and_reward_options_name_the_key(key, value):
     with pytest.raises(ValueError, match=key):
         make_env("frozen_lake", **{key: value})

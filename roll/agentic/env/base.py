@@ -94,6 +94,9 @@ class BaseEnvConfig:
     action_pattern: regex that finds the answer in the model's text (one group: the answer; two: think
         and answer, e.g. ``<think>(.*?)</think>\\s*<answer>(.*?)</answer>``).
     format_penalty: reward for a turn whose text has no usable answer (the state does not change).
+    ineffective_penalty: added to the reward of a valid turn that changed nothing (the env reports it
+        as `action_is_effective` 0: FrozenLake's move into the edge, Sokoban's push into a wall). roll's
+        key, 0 by default: without it such moves cost nothing, a plateau a policy can sit on.
     max_steps: turns per episode, valid or not; the turn that reaches it ends with ``truncated=True``.
     special_token_list: extra chat tokens to delete before parsing (common ones are always removed).
     render_mode: only "text" exists; kept because ROLL's configs may set it.
@@ -102,6 +105,7 @@ class BaseEnvConfig:
     env_instruction: Optional[str] = None
     action_pattern: str = DEFAULT_ACTION_PATTERN
     format_penalty: float = 0.0
+    ineffective_penalty: float = 0.0
     max_steps: int = 100
     special_token_list: list[str] = field(default_factory=list)
     render_mode: str = "text"
@@ -117,6 +121,8 @@ class BaseEnvConfig:
             raise config_error("action_pattern", str(exc)) from None
         require_number(self.format_penalty, "format_penalty")
         self.format_penalty = float(self.format_penalty)
+        require_number(self.ineffective_penalty, "ineffective_penalty")
+        self.ineffective_penalty = float(self.ineffective_penalty)
         require_int(self.max_steps, "max_steps", minimum=1)
         self.special_token_list = [str(token) for token in (self.special_token_list or [])]
         if self.render_mode != "text":
@@ -293,6 +299,8 @@ class BaseEnv(ABC):
             outcome = StepOutcome(reward=self.config.format_penalty, terminated=False, effective=False)
         else:
             outcome = self._apply(action)
+            if not outcome.effective:
+                outcome = dataclasses.replace(outcome, reward=outcome.reward + self.config.ineffective_penalty)
         truncated = not outcome.terminated and self.num_turns >= self.config.max_steps
         self._episode_over = outcome.terminated or truncated
         metrics = {
