@@ -25,6 +25,7 @@ from roll.data.sequence_packing import split_packed
 from roll.distributed.cluster import collective
 from roll.strategies import create_train_strategy, strategy_facts
 from roll.utils.checkpoint import rng_state, set_rng_state
+from roll.utils.memory import map_large_blocks
 
 
 @dataclass
@@ -76,6 +77,9 @@ class TrainWorker:
         num_training_steps: int | None = None,
         dist_addr: tuple[str, int] | None = None,
     ) -> None:
+        # Before the model and optimizer exist: a training step's blocks then come from maps that go
+        # back to the system when freed, so its peak is what is alive, not a fragmented heap.
+        map_large_blocks()
         self.config = worker_config
         self.rank, self.world_size, self.seed = rank, world_size, seed
         path = model_path or worker_config.model_args.model_name_or_path
