@@ -13,7 +13,8 @@ only above a threshold that starts at 128 KiB and rises to the largest block fre
 blocks of changing sizes fragment it. `map_large_blocks()` fixes the threshold instead (ROLL's
 training workers call it when they start): on the CPU example's training worker
 (benchmarks/train_worker_memory.py) a step's peak fell from 4,273 MB to 2,954 MB with a 64 KiB
-threshold. `ROLL_MMAP_THRESHOLD=0` keeps glibc's own behaviour.
+threshold, for 28% more time per update on this CPU (fresh pages must be faulted in; see
+docs/pipeline.md). `ROLL_MMAP_THRESHOLD=0` keeps glibc's own behaviour.
 """
 
 from __future__ import annotations
