@@ -64,7 +64,12 @@ def map_large_blocks() -> int:
     map, given back to the system as soon as they are freed (glibc mallopt M_MMAP_THRESHOLD, which
     also stops glibc raising the threshold). Returns the threshold set; 0 when ROLL_MMAP_THRESHOLD=0
     or there is no glibc."""
-    threshold = int(os.environ.get("ROLL_MMAP_THRESHOLD", DEFAULT_MMAP_THRESHOLD))
+    value = os.environ.get("ROLL_MMAP_THRESHOLD", str(DEFAULT_MMAP_THRESHOLD))
+    try:
+        threshold = int(value)
+    except ValueError:
+        raise ValueError(f"ROLL_MMAP_THRESHOLD must be a whole number of bytes (0 keeps glibc's own "
+                         f"threshold), got {value!r}") from None
     mallopt = _glibc_function("mallopt") if threshold > 0 else None
     if mallopt is None or mallopt(M_MMAP_THRESHOLD, threshold) != 1:
         return 0

@@ -66,3 +66,11 @@ def test_large_blocks_go_back_to_the_system_when_freed_unless_switched_off(setti
         assert threshold == 65536 and freed > 180 * 2**20, freed  # the 200 MB went back at once
     else:  # glibc's default: the blocks came from the heap and stay resident until a malloc_trim
         assert threshold == 0 and freed < 20 * 2**20, freed
+
+
+def test_a_threshold_that_is_not_a_number_names_the_variable(monkeypatch):
+    from roll.utils.memory import map_large_blocks
+
+    monkeypatch.setenv("ROLL_MMAP_THRESHOLD", "64k")
+    with pytest.raises(ValueError, match="ROLL_MMAP_THRESHOLD must be a whole number of bytes .* got '64k'"):
+        map_large_blocks()
