@@ -27,17 +27,6 @@ sys.path.insert(0, str(ROOT))
 CONFIG = (ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 
 
-def status_mb() -> dict[str, int]:
-    """RssAnon and VmHWM of this process, MB."""
-    values = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("RssAnon", "VmHWM"):
-                values[key] = int(rest.split()[0]) // 1024
-    return values
-
-
 def example_batch(n: int, vocab: int, seed: int = 0):
     """n right-padded trajectories of 300–1,000 tokens; the last 12 tokens of every 80 are replies."""
     from roll.data.batch import Batch
@@ -64,6 +53,7 @@ def copy_weights(actor, buckets) -> None:
 
 
 def main(overrides: list[str]) -> None:
+    from benchmarks.soak import MB, status_bytes
     from roll.distributed.cluster import Cluster
     from roll.models import resolve_model_path
     from roll.pipeline.agentic.agentic_config import load_agentic_config
@@ -87,8 +77,8 @@ def main(overrides: list[str]) -> None:
     print(f"{'after':<34} {'anon MB':>8} {'peak MB':>8} {'s':>6}")
 
     def show(name: str, seconds: float) -> None:
-        mem = status_mb()
-        print(f"{name:<34} {mem['RssAnon']:>8} {mem['VmHWM']:>8} {seconds:>6.1f}", flush=True)
+        anon, peak = (status_bytes(os.getpid(), field) // MB for field in ("RssAnon", "VmHWM"))
+        print(f"{name:<34} {anon:>8} {peak:>8} {seconds:>6.1f}", flush=True)
 
     def phase(name, fn):
         start = time.time()

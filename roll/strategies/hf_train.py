@@ -227,18 +227,17 @@ class HFTrainStrategy:
         return float(self.optimizer.param_groups[0]["lr"])
 
     # --- state ------------------------------------------------------------------------------------
-    def full_state_dict(self) -> dict[str, Tensor]:
-        """Every parameter and buffer of the trained module (LoRA: adapter keys), on CPU, on rank 0."""
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+    def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
+        """Every parameter and buffer of the trained module (LoRA: adapter keys), on CPU, on rank 0;
+        only `names` when given, so a part is copied without the rest."""
+        live = self.model.state_dict()
+        return {k: live[k].detach().cpu().clone() for k in (live if names is None else names)}
 
     def inference_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
         """Weights named as in the plain HF model (LoRA merged in), for the inference engine; only
-        `names` (from inference_weight_bytes) when given, so a part is copied without the rest."""
-        if names is not None:
-            live = self.model.state_dict()
-            return {k: live[k].detach().cpu().clone() for k in names}
-        state = self.full_state_dict()
-        return merge_lora_state(self.model, state) if self.model_args.lora_rank else state
+        `names` (from inference_weight_bytes, which gives none with LoRA) when given."""
+        state = self.full_state_dict(names)
+        return merge_lora_state(self.model, state) if self.model_args.lora_rank and names is None else state
 
     def inference_weight_bytes(self) -> dict[str, int] | None:
         """Size of each weight inference_state_dict returns, in its order; None with LoRA (merging a
