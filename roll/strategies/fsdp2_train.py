@@ -97,8 +97,15 @@ class FSDP2TrainStrategy(HFTrainStrategy):
         # the sum over ranks is the mini-batch gradient: undo the average.
         return float(self.world_size)
 
-    def full_state_dict(self) -> dict[str, Tensor]:
-        return get_model_state_dict(self.model, options=FULL)
+    def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
+        """Gathered from every rank (collective), so a part costs the whole gather: `names` only filters."""
+        state = get_model_state_dict(self.model, options=FULL)
+        return state if names is None else {k: state[k] for k in names if k in state}
+
+    def inference_weight_bytes(self) -> None:
+        # Gathering is collective over the whole model, so a streamed sync would gather it once per
+        # bucket: the weights go in one piece.
+        return None
 
     def load_full_state_dict(self, state: dict[str, Tensor]) -> None:
         set_model_state_dict(self.model, state if self.rank == 0 else {}, options=FROM_RANK0)

@@ -31,6 +31,8 @@ def test_two_fsdp2_ranks_match_one_hf_train_worker(tiny_model_dir, ray_session, 
         metrics = fsdp.dispatch_batch("train_step", batch, loss_cfg=rank_cfg)
         # get_state_dict is collective: execute_rank0 runs it on both ranks, rank 0 answers
         after = fsdp.execute_rank0("get_state_dict")
+        # a sharded model is gathered whole, so its weight syncs are one piece, never streamed buckets
+        in_parts = fsdp.execute_rank0("inference_weight_bytes")
         fsdp.execute_all("save_checkpoint", tmp_path / "ckpt")
     finally:
         fsdp.shutdown()
@@ -38,6 +40,7 @@ def test_two_fsdp2_ranks_match_one_hf_train_worker(tiny_model_dir, ray_session, 
     assert (logprobs - single_logprobs).abs().max() < 1e-5
     assert max_abs_diff(before, single_after) > 1e-3
     assert max_abs_diff(after, single_after) < 1e-5
+    assert in_parts is None
     assert metrics[0] == metrics[1]  # metrics are reduced over ranks
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/clipfrac"):
         assert metrics[0][key] == pytest.approx(single_metrics[key], rel=1e-5, abs=1e-6), key
