@@ -6,10 +6,11 @@
 Builds actor_train exactly as the pipeline does (ActorWorker, hf_train, the example's micro-batching,
 gradient checkpointing, AdamW; the `local` executor: the same WorkerHost, which gives freed heap
 memory back after each call, in this process), then runs what one step asks of it on a batch shaped
-like the example's (32 trajectories of 300–1,000 tokens with 12-token replies): old log-probs, the
-update, and the weight sync in `model_update_buffer_size_mb` buckets. After each phase it prints the
-process's anonymous memory (its own heap: weights, gradients, optimizer state, activations) and its
-peak resident size so far (VmHWM). Extra arguments are Hydra overrides of the example's config.
+like the example's (32 trajectories of 300–1,000 tokens with 12-token replies): the SFT warm-up's
+steps (`sft_warmup.steps`, then end_sft_warmup as the pipeline calls it), and per RL step old
+log-probs, the update, and the weight sync in `model_update_buffer_size_mb` buckets. After each
+phase it prints the process's anonymous memory (its own heap: weights, gradients, optimizer state,
+activations) and its peak resident size so far (VmHWM). Extra arguments are Hydra overrides of the example's config.
 """
 
 from __future__ import annotations
@@ -87,6 +88,12 @@ def main(overrides: list[str]) -> None:
         return out
 
     show("model and optimizer built", 0.0)
+
+    sft_inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
+    for step in range(config.sft_warmup.steps):
+        phase(f"sft warm-up step {step + 1}", lambda: actor.execute_rank0(
+            "sft_step", sft_inputs, learning_rate=config.sft_warmup.learning_rate, max_grad_norm=config.max_grad_norm))
+    phase("sft warm-up ended", lambda: actor.execute_all("end_sft_warmup"))
 
     cfg = loss_config(config, config.actor_train)
     for step in (1, 2):

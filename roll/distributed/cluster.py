@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 # its largest step's (roll/utils/memory.py). Never after `generate`: it runs many times per step.
 RELEASE_MEMORY_AFTER = frozenset({"train_step", "compute_log_probs", "compute_values", "update_weights",
                                   "load_weights", "get_state_dict", "save_checkpoint", "load_checkpoint",
-                                  "sft_step"})
+                                  "sft_step", "end_sft_warmup"})
 
 
 def collective(method: Callable) -> Callable:

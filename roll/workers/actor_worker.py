@@ -30,7 +30,7 @@ from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
 from roll.workers.base_worker import LossConfig, TrainWorker, is_single_update
-from roll.workers.sft import sft_step
+from roll.workers.sft import end_sft, sft_step
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages")
 
@@ -82,6 +82,10 @@ class ActorWorker(TrainWorker):
     def sft_step(self, batch: Batch, learning_rate: float, max_grad_norm: float | None = 1.0) -> dict[str, float]:
         """One supervised step (token-mean NLL of the response tokens) for the SFT warm-up; see roll/workers/sft.py."""
         return sft_step(self, batch, learning_rate, max_grad_norm)
+
+    def end_sft_warmup(self) -> None:
+        """Frees the warm-up optimizer's state, which RL never uses (see roll/workers/sft.py)."""
+        end_sft(self)
 
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float

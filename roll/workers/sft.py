@@ -1,7 +1,8 @@
 """A supervised step for the actor (the SFT warm-up before RL, see pipeline/agentic/sft_warmup.py).
 
 It minimises the mean negative log-likelihood of the response tokens with its own AdamW, so the RL
-optimizer's moments and the lr schedule start untouched when RL begins.
+optimizer's moments and the lr schedule start untouched when RL begins. That AdamW's moments are
+twice the weights' size (1.1 GB for a 135M model in fp32): end_sft drops them when the warm-up ends.
 """
 
 from __future__ import annotations
@@ -38,3 +39,8 @@ def sft_step(worker, batch: Batch, learning_rate: float, max_grad_norm: float | 
     optimizer.zero_grad(set_to_none=True)
     (loss_sum,) = strategy.all_reduce([total])
     return {"sft/loss": loss_sum, "sft/grad_norm": float(norm), "sft/tokens": num_tokens}
+
+
+def end_sft(worker) -> None:
+    """Drops the warm-up's optimizer and its moments; a later sft_step builds a fresh one."""
+    worker.__dict__.pop("_sft_optimizer", None)

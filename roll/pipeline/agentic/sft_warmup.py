@@ -84,6 +84,7 @@ def run_sft_warmup(config, actor_train, tracker) -> dict[str, float]:
         metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
         first_loss = metrics["sft/loss"] if first_loss is None else first_loss
         logger.info("sft warm-up step %d/%d: loss %.4f", step + 1, warmup.steps, metrics["sft/loss"])
+    actor_train.execute_all("end_sft_warmup")  # its AdamW moments would stay on the heap all run
     metrics["sft/first_loss"] = first_loss if first_loss is not None else float("nan")
     tracker.log(metrics, 0)
     return metrics
