@@ -10,6 +10,8 @@ solved on which the best fixed sequence fails ("beyond seq"). Extra arguments ar
     python benchmarks/learning_frozen_lake.py max_steps=40 eval_steps=5
 
 Any config of the CPU example's shape works, e.g. a Sokoban run: --config-name NAME as first arguments.
+To go on with a run: the same arguments with exp_name=<its name> resume_from_checkpoint=true and a
+larger max_steps.
 """
 
 from __future__ import annotations
@@ -62,8 +64,11 @@ def main(overrides: list[str]) -> int:
     from benchmarks.train_throughput import matmul_flops
 
     gflops = matmul_flops() / 1e9  # the machine's speed beside the wall time (shared cores vary)
-    exp = f"learning_frozen_lake_{int(time.time())}"
-    overrides = [f"exp_name={exp}", *overrides]
+    # A run of its own under output/, unless exp_name is given (with resume_from_checkpoint=true it
+    # continues that run: its metrics.jsonl keeps the earlier validations, so the table shows them all).
+    named = [o.split("=", 1)[1] for o in overrides if o.startswith("exp_name=")]
+    exp = named[-1] if named else f"learning_frozen_lake_{int(time.time())}"
+    overrides = [f"exp_name={exp}", *(o for o in overrides if not o.startswith("exp_name="))]
     start = time.time()
     code = launch(["--config-path", CONFIG[0], "--config-name", config_name, *overrides],
                   default_pipeline="roll.pipeline.agentic.agentic_pipeline.AgenticPipeline")
