@@ -10,7 +10,8 @@ like the example's (32 trajectories of 300–1,000 tokens with 12-token replies)
 steps (`sft_warmup.steps`, then end_sft_warmup as the pipeline calls it), and per RL step old
 log-probs, the update, and the weight sync in `model_update_buffer_size_mb` buckets. After each
 phase it prints the process's anonymous memory (its own heap: weights, gradients, optimizer state,
-activations) and its peak resident size so far (VmHWM). Extra arguments are Hydra overrides of the example's config.
+activations) and its peak resident size so far (VmHWM). Extra arguments are Hydra overrides of the
+example's config.
 """
 
 from __future__ import annotations

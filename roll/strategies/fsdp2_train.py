@@ -100,7 +100,7 @@ class FSDP2TrainStrategy(HFTrainStrategy):
     def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
         """Gathered from every rank (collective), so a part costs the whole gather: `names` only filters."""
         state = get_model_state_dict(self.model, options=FULL)
-        return state if names is None else {k: state[k] for k in names if k in state}
+        return state if names is None else {k: state[k] for k in names}
 
     def inference_weight_bytes(self) -> None:
         # Gathering is collective over the whole model, so a streamed sync would gather it once per
