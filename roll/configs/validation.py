@@ -54,10 +54,10 @@ def validate(config: "AgenticConfig") -> None:
         if size is not None and size % manager.group_size:
             env_manager = "train_env_manager" if key == "rollout_batch_size" else "val_env_manager"
             lower = size - size % manager.group_size
+            sizes = f"{lower} or {lower + manager.group_size}" if lower else str(manager.group_size)
             raise ConfigError(
                 f"{key}={size} is not a multiple of {env_manager}.group_size={manager.group_size}: only whole "
-                f"groups enter a batch. Use {key}={lower or manager.group_size} or {lower + manager.group_size}, "
-                f"or change group_size."
+                f"groups enter a batch. Use {key}={sizes}, or change group_size."
             )
 
 

@@ -41,6 +41,8 @@ def test_batch_not_a_multiple_of_group_size_proposes_sizes():
     message = load_error("rollout_batch_size=30")
     assert "rollout_batch_size=30" in message and "group_size=8" in message
     assert "rollout_batch_size=24" in message and "32" in message
+    # below one group there is one size to propose, said once
+    assert "Use rollout_batch_size=8, or change group_size" in load_error("rollout_batch_size=2")
 
 
 def test_missing_tag_names_the_defined_envs():
