@@ -128,3 +128,13 @@ def test_dim_x_dim_y_override_dim_room():
     env = make_env("sokoban", dim_x=5, dim_y=8, num_boxes=1)
     rows = env.reset(seed=0)[0].split("\n")
     assert (len(rows), len(rows[0])) == (5, 8)
+
+
+def test_cell_separator_separates_every_cell_and_must_stay_on_one_line():
+    spaced = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=10, cell_separator=" ")
+    plain = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=10)
+    spaced_rows = spaced.reset(seed=3)[0].split("\n")
+    plain_rows = plain.reset(seed=3)[0].split("\n")
+    assert [row.split(" ") for row in spaced_rows] == [list(row) for row in plain_rows]
+    with pytest.raises(ValueError, match="env_config.cell_separator"):
+        make_env("sokoban", cell_separator="\n")

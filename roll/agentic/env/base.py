@@ -50,6 +50,12 @@ def require_number(value: Any, field_name: str) -> None:
         raise config_error(field_name, f"expected a number, got {value!r}")
 
 
+def require_cell_separator(value: Any) -> None:
+    """The grid envs' ``cell_separator``: text between the cells of a row, so it must stay on one line."""
+    if not isinstance(value, str) or "\n" in value:
+        raise config_error("cell_separator", f"expected a one-line string such as ' ', got {value!r}")
+
+
 def int_keyed_lookup(value: Any, field_name: str, expected_keys: Optional[list[int]] = None) -> dict[int, str]:
     """Normalise a YAML lookup table such as ``grid_lookup: {0: "#", 1: "_"}``: keys may arrive as
     ints or digit strings; every expected key must be present and the strings must be distinct

@@ -10,6 +10,7 @@ from roll.agentic.env.base import (
     check_vocab,
     config_error,
     int_keyed_lookup,
+    require_cell_separator,
     require_int,
     require_number,
 )
@@ -83,8 +84,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         if len({name.casefold() for name in names.values()}) != 4:
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
-        if not isinstance(self.cell_separator, str) or "\n" in self.cell_separator:
-            raise config_error("cell_separator", f"expected a one-line string such as ' ', got {self.cell_separator!r}")
+        require_cell_separator(self.cell_separator)
         if not isinstance(self.describe_surroundings, bool):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
         require_number(self.progress_reward, "progress_reward")

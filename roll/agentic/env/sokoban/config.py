@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from roll.agentic.env.base import BaseEnvConfig, check_vocab, config_error, int_keyed_lookup, require_int
+from roll.agentic.env.base import (
+    BaseEnvConfig,
+    check_vocab,
+    config_error,
+    int_keyed_lookup,
+    require_cell_separator,
+    require_int,
+)
 
 # Cell codes used by grid_lookup (ROLL's and gym-sokoban's numbering).
 WALL, EMPTY, TARGET, BOX_ON_TARGET, BOX, PLAYER, PLAYER_ON_TARGET = range(7)
@@ -18,7 +25,9 @@ class SokobanEnvConfig(BaseEnvConfig):
     reverse moves the generator plays from the solved position; the room is solvable in at most
     min(search_depth, max_steps) moves. grid_lookup: cell code -> symbol (0 wall, 1 empty, 2 target,
     3 box on target, 4 box, 5 player, 6 player on target). grid_vocab: symbol -> meaning, told to the
-    model. action_lookup: the four action names in the order up, down, left, right (by key)."""
+    model. action_lookup: the four action names in the order up, down, left, right (by key).
+    cell_separator (roll's key, default "" as in ROLL): text between the cells of a row; " " gives
+    SmolLM2's tokenizer one token per cell instead of merged runs such as "___"."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -41,6 +50,7 @@ class SokobanEnvConfig(BaseEnvConfig):
         }
     )
     action_lookup: dict[int, str] = field(default_factory=lambda: {1: "Up", 2: "Down", 3: "Left", 4: "Right"})
+    cell_separator: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,3 +76,4 @@ class SokobanEnvConfig(BaseEnvConfig):
         if len({name.casefold() for name in names.values()}) != 4:
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
+        require_cell_separator(self.cell_separator)

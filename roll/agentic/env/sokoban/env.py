@@ -100,7 +100,8 @@ class SokobanEnv(BaseEnv):
         if not self.fixed:
             return ""
         lookup = self.config.grid_lookup
-        return "\n".join("".join(lookup[code] for code in row) for row in self.cell_codes())
+        sep = self.config.cell_separator
+        return "\n".join(sep.join(lookup[code] for code in row) for row in self.cell_codes())
 
     def default_instruction(self) -> str:
         return (
