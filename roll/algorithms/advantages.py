@@ -69,23 +69,26 @@ class AdvantageEstimator:
     fn: EstimatorFn
     needs_values: bool  # True: the pipeline trains a critic and passes its values
     needs_step_samples: bool = False  # True: every sample must be one turn (a step-wise env manager)
+    needs_episode_samples: bool = False  # True: every sample must be a whole episode (not a step-wise manager)
 
 
 ADV_ESTIMATORS: Registry[AdvantageEstimator] = Registry("adv_estimator")
 
 
 def register_adv_estimator(name: str, *, needs_values: bool = False, needs_step_samples: bool = False,
-                           replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
+                           needs_episode_samples: bool = False, replace: bool = False) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering `fn(inputs: AdvantageInputs) -> (advantages, returns)` as `adv_estimator: name`.
 
     `needs_values=True` makes the pipeline run a critic (as for `gae`). `needs_step_samples=True`
-    makes config validation require a step-wise env manager for every training env (as for `gigpo`).
+    makes config validation require a step-wise env manager for every training env (as for `gigpo`);
+    `needs_episode_samples=True` the opposite, one sample per episode (as for `traj_gigpo`).
     Register in a module that the driver imports before the config is validated (e.g. the module of
     your pipeline or env); see docs/algorithms.md.
     """
 
     def decorate(fn: EstimatorFn) -> EstimatorFn:
-        ADV_ESTIMATORS.add(name, AdvantageEstimator(name, fn, needs_values, needs_step_samples), replace=replace)
+        ADV_ESTIMATORS.add(name, AdvantageEstimator(name, fn, needs_values, needs_step_samples,
+                                                  needs_episode_samples), replace=replace)
         return fn
 
     return decorate

@@ -101,13 +101,20 @@ def gigpo_rewards(scores: Tensor, returns: Tensor, traj_ids: Sequence[Hashable],
     return options.episode_reward_weight * episode + options.step_reward_weight * step, episode, step
 
 
+def response_segments(response_mask: Tensor) -> Tensor:
+    """`[B, L]` long: k on the tokens of the row's k-th response segment (a maximal run of response
+    tokens: one turn's reply in a whole-episode row), 0 elsewhere."""
+    is_response = response_mask != 0
+    before = torch.nn.functional.pad(is_response[:, :-1], (1, 0), value=False)
+    starts = is_response & ~before
+    return torch.where(is_response, starts.long().cumsum(-1), torch.zeros_like(starts, dtype=torch.long))
+
+
 def segment_returns(token_rewards: Tensor, response_mask: Tensor, gamma: float) -> Tensor:
     """`[B, L]`: every token of response segment k gets G_k = S_k + γ G_{k+1}, where S_k is the sum of
     the segment's token rewards and segments are maximal runs of response tokens; 0 elsewhere."""
     is_response = response_mask != 0
-    before = torch.nn.functional.pad(is_response[:, :-1], (1, 0), value=False)
-    starts = is_response & ~before
-    segment = torch.where(is_response, starts.long().cumsum(-1), torch.zeros_like(starts, dtype=torch.long))
+    segment = response_segments(response_mask)
     count = int(segment.max()) if segment.numel() else 0
     sums = torch.zeros(token_rewards.shape[0], count + 1, dtype=torch.float64, device=token_rewards.device)
     sums.scatter_add_(1, segment, torch.where(is_response, token_rewards.to(torch.float64), torch.zeros((), dtype=torch.float64)))
@@ -167,6 +174,44 @@ def step_reinforce_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
             raise KeyError(f"reward_normalization.grouping {options.norm_grouping!r}: samples carry no {key!r}")
         groups = list(meta[key])
     return _reinforce_on(inputs, options.normalize(returns, groups))
+
+
+@register_adv_estimator("traj_gigpo", needs_episode_samples=True)
+def traj_gigpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """GiGPO's two levels of credit on whole-episode samples (GRPO's cost: one row per episode):
+    every token of turn t's reply gets w_e · Â_episode + w_s · Â_step(t), with Â_step(t) the
+    discounted step return R_t normalised among the turns of the same GRPO group that acted in the
+    same state (`turn_state_keys`). Token-level KL rewards, if any, are added as discounted returns."""
+    meta = inputs.meta
+    keys = meta.get("turn_state_keys")
+    if not keys or any(k is None for k in keys):
+        raise ValueError("adv_estimator 'traj_gigpo' needs whole-episode samples with turn_state_keys (the "
+                         "TrajEnvManager records them); use adv_estimator gigpo with a StepEnvManager instead")
+    options = StepCreditOptions.from_options(inputs.options)
+    segments = response_segments(inputs.response_mask)
+    rows, turns, anchors, returns = [], [], [], []
+    for b, (rewards, states) in enumerate(zip(meta["step_rewards"], keys)):
+        count = int(segments[b].max()) if segments.shape[1] else 0
+        if count != len(rewards) or len(states) != len(rewards):
+            raise ValueError(f"sample {b} has {count} reply segments, {len(rewards)} step rewards and {len(states)} "
+                             "state keys; traj_gigpo needs one of each per turn")
+        for t in range(count):
+            rows.append(b)
+            turns.append(t + 1)  # segment numbers start at 1
+            anchors.append((meta["traj_group_id"][b], states[t]))
+            returns.append(discounted_step_return(rewards, t, options.step_reward_gamma))
+    scores = torch.tensor([float(sum(r)) for r in meta["step_rewards"]], dtype=torch.float64)
+    episode = options.normalize(scores, list(meta["traj_group_id"]))
+    step = options.normalize(torch.tensor(returns, dtype=torch.float64), anchors)
+    per_turn = torch.zeros(segments.shape[0], int(segments.max()) + 1 if segments.numel() else 1, dtype=torch.float64)
+    per_turn[rows, turns] = options.episode_reward_weight * episode[rows] + options.step_reward_weight * step
+    mask = inputs.response_mask
+    advantages = torch.where(mask != 0, per_turn.gather(1, segments), torch.zeros((), dtype=torch.float64))
+    if inputs.response_level_rewards is not None:  # what is left of token_rewards is the KL penalty
+        kl = inputs.token_rewards - token_level_rewards(inputs.response_level_rewards.to(inputs.token_rewards.dtype), mask)
+        advantages = advantages + compute_discounted_returns(kl, mask, inputs.gamma).to(torch.float64)
+    advantages = advantages.to(inputs.token_rewards.dtype)
+    return advantages, advantages
 
 
 @register_adv_estimator("agentic_reinforce")

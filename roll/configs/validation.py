@@ -98,7 +98,8 @@ def _check_choices(config: "AgenticConfig") -> None:
 
 def _check_step_credit(config: "AgenticConfig") -> None:
     """An estimator registered with needs_step_samples (gigpo, step_reinforce) gets one sample per turn
-    from every training env, and the step-credit settings are in range."""
+    from every training env, one with needs_episode_samples (traj_gigpo) one per episode, and the
+    step-credit settings are in range."""
     from hydra.utils import get_class
 
     from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
@@ -107,14 +108,24 @@ def _check_step_credit(config: "AgenticConfig") -> None:
         raise ConfigError(f"batch_adjust_mode: {config.batch_adjust_mode!r} is not one of {list(BATCH_ADJUST_MODES)}."
                           f"{did_you_mean(str(config.batch_adjust_mode), [m for m in BATCH_ADJUST_MODES if m])}")
     _require(0.0 <= config.step_reward_gamma <= 1.0, f"step_reward_gamma must be in [0, 1], got {config.step_reward_gamma}")
-    if not ADV_ESTIMATORS.get(config.adv_estimator).needs_step_samples:
+    estimator = ADV_ESTIMATORS.get(config.adv_estimator)
+    if not (estimator.needs_step_samples or estimator.needs_episode_samples):
         return
     _require(not config.whiten_rewards, f"whiten_rewards rescales the episode reward that adv_estimator: "
              f"{config.adv_estimator} replaces with its own step-level reward; set whiten_rewards: false "
              f"(whiten_advantages still applies)")
     for tag in config.train_env_manager.tags:
         spec = config.custom_envs.get(tag)
-        if spec is not None and not getattr(get_class(spec.env_manager_cls), "step_samples", False):
+        if spec is None:
+            continue
+        step_samples = getattr(get_class(spec.env_manager_cls), "step_samples", False)
+        if estimator.needs_episode_samples and step_samples:
+            raise ConfigError(
+                f"adv_estimator: {config.adv_estimator} gives each turn of a whole-episode sample its own "
+                f"advantage, but custom_envs.{tag}.env_manager_cls is {spec.env_manager_cls}, which makes one "
+                f"sample per turn. Use roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager, or "
+                f"adv_estimator: gigpo for step samples.")
+        if estimator.needs_step_samples and not step_samples:
             raise ConfigError(
                 f"adv_estimator: {config.adv_estimator} trains on step samples (one per turn), but "
                 f"custom_envs.{tag}.env_manager_cls is {spec.env_manager_cls}, which makes one sample per episode. "

@@ -127,6 +127,52 @@ def test_step_estimators_refuse_whole_trajectories():
             compute_advantages(name, token_rewards, mask, 1.0, 0.95, response_level_rewards=scores, meta=meta)
 
 
+def episode_batch():
+    """The same three episodes as whole-episode rows: per turn 2 observation tokens then 2 reply
+    tokens (e3 right-padded), the raw score on each row's last reply token."""
+    meta = {"traj_group_id": ["g0"] * 3, "step_rewards": [], "turn_state_keys": []}
+    mask = torch.zeros(3, 12)
+    scores = torch.zeros(3)
+    token_rewards = torch.zeros(3, 12)
+    for row, (states, rewards) in enumerate(EPISODES.values()):
+        meta["step_rewards"].append(rewards)
+        meta["turn_state_keys"].append(states)
+        for t in range(len(states)):
+            mask[row, 4 * t + 2: 4 * t + 4] = 1
+        scores[row] = sum(rewards)
+        token_rewards[row, 4 * len(states) - 1] = scores[row]
+    return meta, mask, token_rewards, scores
+
+
+def test_traj_gigpo_gives_each_turn_of_a_row_its_step_samples_gigpo_advantage():
+    meta, mask, token_rewards, scores = episode_batch()
+    adv, ret = compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores,
+                                  meta=meta, options={"step_reward_gamma": 0.5, "norm_method": "mean"})
+    # the numbers of test_gigpo_mean_by_hand, turn by turn: e1 turns 0-2, e2 turns 0-2, e3 turns 0-1
+    expected = [[2 / 3 + 1 / 6, 2 / 3 + 0.25, 2 / 3], [-1 / 3 - 1 / 12, -1 / 3 - 0.25, -1 / 3], [-1 / 3 - 1 / 12, -1 / 3]]
+    for row, per_turn in enumerate(expected):
+        for t, value in enumerate(per_turn):
+            assert adv[row, 4 * t + 2: 4 * t + 4].tolist() == pytest.approx([value] * 2, abs=1e-6)
+    assert (adv[mask == 0] == 0).all() and torch.equal(adv, ret)
+    kl = torch.where(mask != 0, torch.tensor(-0.1), torch.tensor(0.0))  # add_token_level_kl's penalty
+    with_kl, _ = compute_advantages("traj_gigpo", token_rewards + kl, mask, 1.0, 0.95, response_level_rewards=scores,
+                                    meta=meta, options={"step_reward_gamma": 0.5, "norm_method": "mean"})
+    # γ = 1: each reply token also gets the KL penalties of itself and every later reply token
+    later = torch.flip(torch.cumsum(torch.flip(kl, [1]), 1), [1])
+    assert torch.allclose(with_kl[mask != 0], (adv + later)[mask != 0], atol=1e-6)
+
+
+def test_traj_gigpo_refuses_step_samples_and_rows_whose_turns_do_not_match():
+    assert ADV_ESTIMATORS.get("traj_gigpo").needs_episode_samples
+    meta, mask, token_rewards, scores = episode_batch()
+    with pytest.raises(ValueError, match="traj_gigpo' needs whole-episode samples with turn_state_keys"):
+        compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores,
+                           meta={**meta, "turn_state_keys": [None] * 3})
+    meta["turn_state_keys"][2] = ["A"]
+    with pytest.raises(ValueError, match="sample 2 has 2 reply segments, 2 step rewards and 1 state keys"):
+        compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores, meta=meta)
+
+
 def test_agentic_reinforce_discounts_per_turn_by_hand():
     # one trajectory row: prompt, reply 1 (2 tokens), obs, reply 2 (1 token), obs, reply 3 (2 tokens)
     mask = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1], [0, 0, 1, 1, 0, 0, 0, 0]], dtype=torch.float32)

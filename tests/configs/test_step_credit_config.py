@@ -28,3 +28,10 @@ def test_a_step_wise_manager_with_gigpo_loads_and_whiten_rewards_is_refused():
         load_agentic_config(*CPU, overrides=[*STEP, "whiten_rewards=true"])
     with pytest.raises(ConfigError, match="history_length must be >= 0"):
         load_agentic_config(*CPU, overrides=[*STEP, "++custom_envs.FrozenLakeCPU.history_length=-1"])
+
+
+def test_traj_gigpo_loads_with_the_trajectory_manager_and_refuses_a_step_wise_one():
+    assert load_agentic_config(*CPU, overrides=["adv_estimator=traj_gigpo"]).adv_estimator == "traj_gigpo"
+    with pytest.raises(ConfigError, match="traj_gigpo gives each turn of a whole-episode sample its own advantage, "
+                                          "but custom_envs.FrozenLakeCPU.env_manager_cls is .*StepEnvManager"):
+        load_agentic_config(*CPU, overrides=["adv_estimator=traj_gigpo", STEP[1]])

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 from transformers import AutoTokenizer
 
+from roll.agentic.env import make_env
+from roll.algorithms.step_advantages import response_segments
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import OpenAIProxy, PolicyProxy, RandomProxy
 from roll.pipeline.agentic.llm_proxy.openai_server import serve_openai
@@ -14,7 +16,28 @@ from roll.strategies.hf_infer import HFInferStrategy
 
 from roll.strategies.generation import GenerationRequest, SamplingParams
 
+from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from tests.rollout.helpers import FROZEN_LAKE_SPEC, greedy, manager_config
+
+
+def test_a_whole_episode_records_the_state_each_reply_acted_in(tiny_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    manager = TrajEnvManager("FrozenLake", FROZEN_LAKE_SPEC, manager_config(), tokenizer, RandomProxy(tokenizer, seed=5),
+                             sequence_length=4096)
+    trajs = [manager.run_episode(seed=seed)[0] for seed in (2, 3)]
+    for traj, seed in zip(trajs, (2, 3)):
+        replay = make_env("frozen_lake", **FROZEN_LAKE_SPEC.env_config)
+        replay.reset(seed)
+        expected = []
+        for action in traj.actions:  # the key before each action is the state that reply acted in
+            expected.append(replay.state_key())
+            replay.step(action)
+        assert traj.turn_state_keys == expected and len(expected) == len(traj.step_rewards) >= 1
+    batch = trajectories_to_batch(trajs, tokenizer.pad_token_id)
+    assert batch["turn_state_keys"] == [t.turn_state_keys for t in trajs]
+    # traj_gigpo maps reply segment k of a row to turn k: one segment per turn
+    segments = response_segments(batch["response_mask"])
+    assert [int(row.max()) for row in segments] == [len(t.step_rewards) for t in trajs]
 
 
 @pytest.mark.parametrize("template,expect_finish", [

@@ -81,6 +81,9 @@ class Trajectory:
         state_key: a hashable description of the env state this sample acted in (e.g. the rendered
             observation), for estimators that group samples by state (GiGPO's anchor states); None
             when the manager does not provide one.
+        turn_state_keys: `[T]` for a whole-episode sample, the state_key of each turn (the state its
+            reply acted in), for step credit on whole episodes (adv_estimator traj_gigpo); None when
+            the manager does not provide them.
         weight_version: the oldest policy-weight version that generated any of its tokens (-1: not
             known, e.g. an external server); async training measures staleness with it.
         extras: further per-sample values a custom manager attaches, by name; each name becomes a
@@ -108,6 +111,7 @@ class Trajectory:
     generated_tokens: int
     step_index: int | None = None
     state_key: str | None = None
+    turn_state_keys: list[str] | None = None
     weight_version: int = -1
     extras: dict[str, Any] = field(default_factory=dict)
     env_id: int = -1

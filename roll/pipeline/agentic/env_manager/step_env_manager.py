@@ -72,10 +72,6 @@ class StepEnvManager(TrajEnvManager):
     def first_messages(self, instruction: str, observation: str) -> list[dict[str, str]]:
         return self.turn_messages(instruction, observation, 0, [])
 
-    def _state_key(self, seed: int) -> str:
-        key_fn = getattr(self.env, "state_key", None) or self.env.render
-        return str(self._env_call("state_key", seed, key_fn))
-
     def run_episode(self, seed: int, episode_key: str = "0") -> list[Trajectory]:
         """Plays one episode from `seed`; returns one Trajectory per turn played."""
         if self.env is None:

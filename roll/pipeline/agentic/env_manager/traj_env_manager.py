@@ -171,6 +171,11 @@ class TrajEnvManager:
         stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
         return result, chat.add_response(out, stopped)
 
+    def _state_key(self, seed: int) -> str:
+        """The env's state before the next action (GiGPO's anchor state; BaseEnv.state_key)."""
+        key_fn = getattr(self.env, "state_key", None) or self.env.render
+        return str(self._env_call("state_key", seed, key_fn))
+
     def _play(self, seed: int, text: str, steps: EpisodeSteps) -> tuple[Any, dict, str | None]:
         """Steps the env with reply `text` and records the turn in `steps`; returns (observation, info,
         "terminated" / "truncated" when the episode ended, else None)."""
@@ -195,9 +200,11 @@ class TrajEnvManager:
             raise ValueError(f"the first prompt of env {self.tag} has {len(tokens)} tokens, not below sequence_length={self.sequence_length}")
         session_id = f"{self.session_prefix}-{episode_key}"
         steps = EpisodeSteps()
+        state_keys: list[str] = []  # per turn, for step credit on whole episodes (adv_estimator traj_gigpo)
         stop_reason, gen_tokens = "max_steps", 0
         try:
             for turn in range(self.spec.max_steps):
+                state_keys.append(self._state_key(seed))
                 max_new = min(self.spec.max_tokens_per_step, self.sequence_length - len(tokens))
                 request = self._request(session_id, tokens.input_ids, max_new, chat.messages, seed, turn)
                 result, text = self._generate_reply(chat, request, seed)
@@ -219,5 +226,6 @@ class TrajEnvManager:
             self.proxy.release(session_id)
         return [Trajectory.from_tokens(
             tokens, score=float(sum(steps.rewards)), step_rewards=steps.rewards, actions=steps.actions,
-            messages=chat.messages, env_metrics=steps.episode_metrics(), tag=self.tag, env_seed=seed, stop_reason=stop_reason, generated_tokens=gen_tokens,
+            messages=chat.messages, env_metrics=steps.episode_metrics(), tag=self.tag, env_seed=seed, stop_reason=stop_reason,
+            generated_tokens=gen_tokens, turn_state_keys=state_keys,
         )]
