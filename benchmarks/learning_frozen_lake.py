@@ -77,7 +77,8 @@ def main(overrides: list[str]) -> int:
         return code
     metrics_file = ROOT / "output" / exp / "logs" / "metrics.jsonl"
     rows = read_validations(metrics_file)
-    print(f"\n{CONFIG[0]} ({config_name}), GRPO, CPU: {minutes:.1f} min, "
+    estimator = ([o.split("=", 1)[1] for o in overrides if o.startswith("adv_estimator=")] or ["the config's estimator"])[-1]
+    print(f"\n{CONFIG[0]} ({config_name}), {estimator}, CPU: {minutes:.1f} min, "
           f"matmul {gflops:.0f} GFLOP/s fp32 at start, overrides {overrides}")
     print(validation_table(rows))
     if len(rows) >= 2:
