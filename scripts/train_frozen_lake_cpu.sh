@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: a short FrozenLake GRPO run on the embedded SmolLM2-135M-Instruct, on CPU (about 15
+# The main job: a short FrozenLake GRPO run on the embedded SmolLM2-135M-Instruct, on CPU (about 13
 # minutes on 2 cores). Sets up .venv first if needed. With arguments, they replace the short-run
 # settings as Hydra overrides: `bash scripts/train_frozen_lake_cpu.sh max_steps=20` is the full run
 # of examples/smollm2-135M-agentic_cpu (about an hour; see its README for the learning curve).
