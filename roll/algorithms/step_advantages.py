@@ -189,22 +189,24 @@ def traj_gigpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
                          "TrajEnvManager records them); use adv_estimator gigpo with a StepEnvManager instead")
     options = StepCreditOptions.from_options(inputs.options)
     segments = response_segments(inputs.response_mask)
-    rows, turns, anchors, returns = [], [], [], []
-    for b, (rewards, states) in enumerate(zip(meta["step_rewards"], keys)):
+    # flatten the rows' turns into what gigpo's step samples would be, then reuse gigpo's credit
+    rows, turns, groups, states, scores, returns = [], [], [], [], [], []
+    for b, (rewards, keys_b) in enumerate(zip(meta["step_rewards"], keys)):
         count = int(segments[b].max()) if segments.shape[1] else 0
-        if count != len(rewards) or len(states) != len(rewards):
-            raise ValueError(f"sample {b} has {count} reply segments, {len(rewards)} step rewards and {len(states)} "
+        if count != len(rewards) or len(keys_b) != len(rewards):
+            raise ValueError(f"sample {b} has {count} reply segments, {len(rewards)} step rewards and {len(keys_b)} "
                              "state keys; traj_gigpo needs one of each per turn")
         for t in range(count):
             rows.append(b)
             turns.append(t + 1)  # segment numbers start at 1
-            anchors.append((meta["traj_group_id"][b], states[t]))
+            groups.append(meta["traj_group_id"][b])
+            states.append(keys_b[t])
+            scores.append(float(sum(rewards)))
             returns.append(discounted_step_return(rewards, t, options.step_reward_gamma))
-    scores = torch.tensor([float(sum(r)) for r in meta["step_rewards"]], dtype=torch.float64)
-    episode = options.normalize(scores, list(meta["traj_group_id"]))
-    step = options.normalize(torch.tensor(returns, dtype=torch.float64), anchors)
+    combined, _, _ = gigpo_rewards(torch.tensor(scores, dtype=torch.float64), torch.tensor(returns, dtype=torch.float64),
+                                   rows, groups, states, options)
     per_turn = torch.zeros(segments.shape[0], int(segments.max()) + 1 if segments.numel() else 1, dtype=torch.float64)
-    per_turn[rows, turns] = options.episode_reward_weight * episode[rows] + options.step_reward_weight * step
+    per_turn[rows, turns] = combined
     mask = inputs.response_mask
     advantages = torch.where(mask != 0, per_turn.gather(1, segments), torch.zeros((), dtype=torch.float64))
     if inputs.response_level_rewards is not None:  # what is left of token_rewards is the KL penalty
