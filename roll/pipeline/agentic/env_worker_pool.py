@@ -46,7 +46,7 @@ class EnvWorkerPool:
             self._actor_cls = ray.remote(EnvironmentWorker)
             self._nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
             self.workers = [self._start_actor(w) for w in range(len(chunks))]
-            places = ray.get([h.ready.remote() for h in self.workers])
+            places = self._respread(ray.get([h.ready.remote() for h in self.workers]))
             self._threads = None
         else:
             self.workers = [EnvironmentWorker(w, chunk, **worker_kwargs) for w, chunk in enumerate(chunks)]
@@ -57,18 +57,43 @@ class EnvWorkerPool:
         self.node_ids = [place.node_id for place in places]
         logger.info("env workers by node: %s", ", ".join(f"{node} x{n}" for node, n in Counter(self.node_ids).items()))
 
+    def _node_of(self, index: int) -> str:
+        # Worker i goes to node i mod (alive nodes), so on a cluster of several nodes the env workers (and
+        # their envs' CPU work) are on all of them; Ray's SPREAD is best effort and put every worker on
+        # one node of a freshly joined two-node cluster in a test.
+        return self._nodes[index % len(self._nodes)]
+
     def _start_actor(self, index: int) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         chunk = self._chunks[index]
-        # Worker i goes to node i mod (alive nodes), so on a cluster of several nodes the env workers (and
-        # their envs' CPU work) are on all of them; Ray's SPREAD is best effort and put every worker on
-        # one node of a freshly joined two-node cluster in a test. soft: a node that is gone is skipped.
+        # soft: a node that is gone is skipped (a restart after its node died goes elsewhere).
         # num_cpus=0: env workers mostly wait; the cores belong to inference and training.
-        node = NodeAffinitySchedulingStrategy(node_id=self._nodes[index % len(self._nodes)], soft=True)
+        node = NodeAffinitySchedulingStrategy(node_id=self._node_of(index), soft=True)
         return self._actor_cls.options(
             num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=self.max_restarts, max_task_retries=0,
             scheduling_strategy=node).remote(index, chunk, **self._worker_kwargs)
+
+    def _respread(self, places: list[Any], tries: int = 3) -> list[Any]:
+        """Starts again, a second later, each worker that Ray put off its node while that node is alive:
+        soft affinity falls back to another node when the scheduler has not yet seen the resources of a
+        node that joined moments before (once in CI, a two-node cluster started just before the run)."""
+        import ray
+
+        for _ in range(tries):
+            alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            misplaced = [i for i, place in enumerate(places)
+                         if place.node_id != self._node_of(i) and self._node_of(i) in alive]
+            if not misplaced:
+                break
+            logger.info("env workers %s landed off their nodes; starting them again", misplaced)
+            time.sleep(1.0)
+            for i in misplaced:
+                ray.kill(self.workers[i], no_restart=True)
+                self.workers[i] = self._start_actor(i)
+            for i, place in zip(misplaced, ray.get([self.workers[i].ready.remote() for i in misplaced])):
+                places[i] = place
+        return places
 
     def submit(self, env_id: int, seed: int, episode_key: str) -> cf.Future:
         """One episode of env `env_id` on the worker that hosts it."""
