@@ -11,6 +11,7 @@ from roll.pipeline.agentic.group_filter import (
     copy_back_rewards,
     drop_zero_gradient_groups,
     equal_score_groups,
+    zero_credit_groups,
     zero_gradient_blockers,
 )
 from tests.conftest import REPO_ROOT
@@ -65,6 +66,30 @@ def test_dropped_groups_are_exactly_those_with_zero_advantage_in_the_cpu_example
     compute_advantage_step(batch, config, kl_coef=0.0)
     zero = {g for g in groups if not batch["advantages"][[i for i, x in enumerate(groups) if x == g]].any()}
     assert zero == equal_score_groups(batch["scores"], groups) == {"g1"}
+
+
+def test_traj_gigpo_drops_exactly_the_groups_whose_every_turn_advantage_is_zero():
+    # Whole-episode rows of two turns each (reply tokens 1-2 and 4-5), under the real advantage step.
+    config = cpu_config("adv_estimator=traj_gigpo")
+    assert zero_gradient_blockers(config) == []
+    episodes = {  # group: [(states the two turns acted in, the two turns' rewards)] x 2 episodes
+        "same": [("AB", [-0.1, -0.1]), ("AB", [-0.1, -0.1])],  # one episode twice: every term 0
+        "shared_state_differs": [("AB", [0.1, -0.1]), ("AC", [-0.1, 0.1])],  # equal scores, state A's returns differ
+        "states_apart": [("AB", [0.0, 0.2]), ("CD", [0.2, 0.0])],  # equal scores, no state shared: each turn alone
+        "scores_differ": [("AB", [0.0, 0.0]), ("AB", [0.0, 1.0])],
+    }
+    groups = [g for g, eps in episodes.items() for _ in eps]
+    batch = grouped_batch([sum(r) for eps in episodes.values() for _, r in eps], groups)
+    batch.tensors["response_mask"] = torch.tensor([[0, 1, 1, 0, 1, 1]] * len(groups))
+    batch.meta.update(step_rewards=[r for eps in episodes.values() for _, r in eps],
+                      turn_state_keys=[list(s) for eps in episodes.values() for s, _ in eps])
+    compute_advantage_step(batch, config, kl_coef=0.0)
+    zero = {g for g in groups if not batch["advantages"][[i for i, x in enumerate(groups) if x == g]].abs().gt(1e-6).any()}
+    assert zero == zero_credit_groups(batch, config.step_reward_gamma) == {"same", "states_apart"}
+    kept, metrics = drop_zero_gradient_groups(batch, True, [], step_gamma=config.step_reward_gamma)
+    assert kept == [2, 3, 6, 7] and metrics["batch/groups_dropped"] == 2.0
+    # without the step returns (GRPO's check) the group whose shared state's returns differ would go too
+    assert equal_score_groups(batch["scores"], groups) == {"same", "shared_state_differs", "states_apart"}
 
 
 def test_blockers_name_every_term_that_still_moves_equal_groups():

@@ -21,7 +21,12 @@ from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.batch_adjust import adjusted_indices, take_rows, train_multiple
 from roll.pipeline.agentic.correction_step import apply_train_infer_correction
-from roll.pipeline.agentic.group_filter import copy_back_rewards, drop_zero_gradient_groups, zero_gradient_blockers
+from roll.pipeline.agentic.group_filter import (
+    STATE_CREDIT_ESTIMATORS,
+    copy_back_rewards,
+    drop_zero_gradient_groups,
+    zero_gradient_blockers,
+)
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.val_baselines import ValidationBaselines
 from roll.pipeline.agentic.weight_sync import plan_buckets, stream_weights
@@ -68,6 +73,7 @@ class AgenticPipeline:
         self.watch = CollapseWatch(config.alarms, turn_token_caps(config))
         self.val_history: list[tuple[int, dict[str, float]]] = []
         self.gradient_blockers = zero_gradient_blockers(config)
+        self.filter_step_gamma = config.step_reward_gamma if config.adv_estimator in STATE_CREDIT_ESTIMATORS else None
         if config.drop_zero_gradient_groups and self.gradient_blockers:
             logger.info("drop_zero_gradient_groups has no effect here: equal-score groups still carry gradient "
                         "(%s)", "; ".join(self.gradient_blockers))
@@ -105,7 +111,8 @@ class AgenticPipeline:
                     batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
                 metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
                 kept, kept_metrics = drop_zero_gradient_groups(
-                    batch, config.drop_zero_gradient_groups, self.gradient_blockers, self.actor_train.num_workers)
+                    batch, config.drop_zero_gradient_groups, self.gradient_blockers, self.actor_train.num_workers,
+                    self.filter_step_gamma)
                 metrics.update(kept_metrics)
                 if kept:
                     trained = batch if len(kept) == len(batch) else batch.index(kept)

@@ -8,6 +8,11 @@ policy-gradient term is 0. Unless another loss term (KL, entropy) or a batch-wid
 forward and a backward pass for nothing. Early in a run on a small model most groups are such
 groups (all episodes fail), so this is most of the training time.
 
+With ``traj_gigpo`` a turn's advantage also holds its step return normalised among the group's turns
+that acted in the same state, so a group is dropped only when its scores are equal and, in every
+state its turns acted in, their discounted step returns are equal too (a collapsed policy's group of
+identical episodes, say).
+
 Config key ``drop_zero_gradient_groups`` (default true). ``zero_gradient_blockers`` lists what in a
 config makes equal-score groups still carry gradient; with any blocker the filter keeps every group.
 Metrics: ``batch/groups_dropped``, ``batch/groups_kept`` and ``batch/samples_trained`` every step.
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from roll.algorithms.rewards import METHOD_TYPES
+from roll.algorithms.step_advantages import discounted_step_return
 from roll.data.batch import Batch
 
 if TYPE_CHECKING:
@@ -27,6 +33,8 @@ if TYPE_CHECKING:
 
 # Estimators whose advantages are sums of the normalised rewards alone (no critic, no batch statistics).
 REWARD_ONLY_ESTIMATORS = ("grpo", "reinforce")
+# ... plus each turn's step return normalised within its anchor state (checked by zero_credit_groups).
+STATE_CREDIT_ESTIMATORS = ("traj_gigpo",)
 
 
 def zero_gradient_blockers(config: "AgenticConfig") -> list[str]:
@@ -34,7 +42,8 @@ def zero_gradient_blockers(config: "AgenticConfig") -> list[str]:
     norm = config.reward_normalization
     mean_type = norm.norm_mean_type or METHOD_TYPES.get(norm.method, (None, None))[0]
     checks = (
-        (config.adv_estimator not in REWARD_ONLY_ESTIMATORS, f"adv_estimator {config.adv_estimator!r} is not one of {REWARD_ONLY_ESTIMATORS}"),
+        (config.adv_estimator not in REWARD_ONLY_ESTIMATORS + STATE_CREDIT_ESTIMATORS,
+         f"adv_estimator {config.adv_estimator!r} is not one of {REWARD_ONLY_ESTIMATORS + STATE_CREDIT_ESTIMATORS}"),
         (norm.grouping != "traj_group_id", f"reward_normalization.grouping is {norm.grouping!r}, not traj_group_id"),
         (mean_type != "group", "reward_normalization does not subtract the group mean"),
         (config.whiten_advantages, "whiten_advantages shifts every advantage by the batch mean"),
@@ -56,15 +65,34 @@ def equal_score_groups(scores: torch.Tensor, group_ids: list) -> set:
     return {group for group in low if low[group] == high[group]}
 
 
-def drop_zero_gradient_groups(batch: Batch, enabled: bool, blockers: list[str],
-                              min_samples: int = 1) -> tuple[list[int], dict[str, float]]:
-    """(indices of the samples worth training on, metrics). Every group is kept when ``enabled`` is
+def zero_credit_groups(batch: Batch, step_gamma: float) -> set:
+    """traj_gigpo's zero-advantage groups: equal scores, and within each state the group's turns acted
+    in, equal discounted step returns (γ = ``step_gamma``)."""
+    group_ids = batch["traj_group_id"]
+    equal = equal_score_groups(batch["scores"], group_ids)
+    returns: dict = {}
+    for group, rewards, keys in zip(group_ids, batch["step_rewards"], batch["turn_state_keys"]):
+        if group in equal:
+            for turn, key in enumerate(keys):
+                returns.setdefault((group, key), set()).add(discounted_step_return(rewards, turn, step_gamma))
+    return equal - {group for (group, _), values in returns.items() if len(values) > 1}
+
+
+def drop_zero_gradient_groups(batch: Batch, enabled: bool, blockers: list[str], min_samples: int = 1,
+                              step_gamma: float | None = None) -> tuple[list[int], dict[str, float]]:
+    """(indices of the samples worth training on, metrics). ``step_gamma``: the config's
+    ``step_reward_gamma`` for an estimator of STATE_CREDIT_ESTIMATORS, None for the others. Every group is kept when ``enabled`` is
     false or ``blockers`` (from ``zero_gradient_blockers``) is not empty, and when fewer than
     ``min_samples`` (the training ranks, each needing a sample) but more than none would be left.
     The result may be empty: nothing in this batch carries gradient, and the step trains nothing."""
     group_ids = batch["traj_group_id"]
     groups = set(group_ids)
-    dropped = equal_score_groups(batch["scores"], group_ids) if enabled and not blockers else set()
+    if not enabled or blockers:
+        dropped: set = set()
+    elif step_gamma is None:
+        dropped = equal_score_groups(batch["scores"], group_ids)
+    else:
+        dropped = zero_credit_groups(batch, step_gamma)
     kept = [i for i, group in enumerate(group_ids) if group not in dropped]
     if 0 < len(kept) < min_samples:
         dropped, kept = set(), list(range(len(batch)))
