@@ -223,11 +223,41 @@ def agentic_reinforce_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor
     return returns, returns
 
 
+def turn_advantages(meta: dict[str, list], advantages: Tensor, response_mask: Tensor) -> dict[str, list] | None:
+    """One entry per turn of the batch (episode, group, state key, turn index, the turn's mean token
+    advantage): from step samples (one turn each) or from whole-episode rows with `turn_state_keys`
+    (one entry per reply segment); None when the batch carries neither."""
+    mask = response_mask.to(torch.float64)
+    weighted = advantages.to(torch.float64) * mask
+    if meta.get("step_index") and all(t is not None for t in meta["step_index"]):
+        per_sample = weighted.sum(-1) / mask.sum(-1).clamp(min=1)
+        return {"episode": list(meta["traj_id"]), "group": list(meta["traj_group_id"]), "state": list(meta["state_key"]),
+                "turn": list(meta["step_index"]), "advantage": per_sample.tolist()}
+    keys = meta.get("turn_state_keys")
+    if not keys or any(k is None for k in keys):
+        return None
+    segments = response_segments(response_mask)
+    width = int(segments.max()) + 1 if segments.numel() else 1
+    sums = torch.zeros(segments.shape[0], width, dtype=torch.float64).scatter_add_(1, segments, weighted)
+    counts = torch.zeros_like(sums).scatter_add_(1, segments, mask)
+    turns: dict[str, list] = {"episode": [], "group": [], "state": [], "turn": [], "advantage": []}
+    for b, keys_b in enumerate(keys):
+        for t, key in enumerate(keys_b[: width - 1]):
+            turns["episode"].append(b)
+            turns["group"].append(meta["traj_group_id"][b])
+            turns["state"].append(key)
+            turns["turn"].append(t)
+            turns["advantage"].append(float(sums[b, t + 1] / counts[b, t + 1].clamp(min=1)))
+    return turns
+
+
 def step_credit_metrics(meta: dict[str, list], advantages: Tensor, response_mask: Tensor,
                         prefix: str = "step") -> dict[str, float]:
-    """Metrics of a batch of step samples: samples per episode, anchor-group sizes (how often a state
-    repeats within a GRPO group), and each sample's mean advantage overall and by turn index."""
-    if not meta.get("step_index") or any(t is None for t in meta["step_index"]):
+    """Metrics of a batch's turns (step samples, or the turns of whole-episode rows under traj_gigpo):
+    turns per episode, anchor-group sizes (how often a state repeats within a GRPO group), and each
+    turn's mean advantage overall and by turn index."""
+    turns = turn_advantages(meta, advantages, response_mask)
+    if not turns or not turns["turn"]:
         return {}
     out: dict[str, float] = {}
 
@@ -236,16 +266,15 @@ def step_credit_metrics(meta: dict[str, list], advantages: Tensor, response_mask
         out.update({f"{prefix}/{name}/mean": float(x.mean()), f"{prefix}/{name}/max": float(x.max()),
                     f"{prefix}/{name}/min": float(x.min())})
 
-    stats("samples_per_episode", list(Counter(meta["traj_id"]).values()))
-    anchors = Counter(anchor_groups(meta["traj_group_id"], meta["state_key"]))
+    stats("samples_per_episode", list(Counter(turns["episode"]).values()))
+    anchors = Counter(anchor_groups(turns["group"], turns["state"]))
     stats("anchor_group_size", list(anchors.values()))
     repeated = sum(n for n in anchors.values() if n > 1)
-    out[f"{prefix}/anchor_repeat_frac"] = repeated / len(meta["step_index"])
-    mask = response_mask.to(torch.float64)
-    per_sample = (advantages.to(torch.float64) * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-    stats("advantage", per_sample.tolist())
-    out[f"{prefix}/advantage/std"] = float(per_sample.std()) if len(per_sample) > 1 else 0.0
-    for turn in sorted(set(meta["step_index"])):
-        rows = [i for i, t in enumerate(meta["step_index"]) if t == turn]
-        out[f"{prefix}/advantage_by_turn/{turn}"] = float(per_sample[rows].mean())
+    out[f"{prefix}/anchor_repeat_frac"] = repeated / len(turns["turn"])
+    per_turn = torch.tensor(turns["advantage"], dtype=torch.float64)
+    stats("advantage", per_turn.tolist())
+    out[f"{prefix}/advantage/std"] = float(per_turn.std()) if len(per_turn) > 1 else 0.0
+    for turn in sorted(set(turns["turn"])):
+        rows = [i for i, t in enumerate(turns["turn"]) if t == turn]
+        out[f"{prefix}/advantage_by_turn/{turn}"] = float(per_turn[rows].mean())
     return out

@@ -173,6 +173,17 @@ def test_traj_gigpo_refuses_step_samples_and_rows_whose_turns_do_not_match():
         compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores, meta=meta)
 
 
+def test_traj_gigpo_turn_metrics_equal_gigpo_step_metrics_on_the_same_episodes():
+    meta, mask, token_rewards, scores = episode_batch()
+    adv, _ = compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores,
+                                meta=meta, options={"step_reward_gamma": 0.5, "norm_method": "mean"})
+    step_adv, _, step_mask = run("gigpo")
+    got = step_credit_metrics(meta, adv, mask)
+    assert got == pytest.approx(step_credit_metrics(step_batch()[0], step_adv, step_mask))
+    assert got["step/samples_per_episode/max"] == 3 and got["step/anchor_group_size/max"] == 3  # e1-e3 at A
+    assert got["step/advantage_by_turn/2"] == pytest.approx((2 / 3 - 1 / 3) / 2)
+
+
 def test_agentic_reinforce_discounts_per_turn_by_hand():
     # one trajectory row: prompt, reply 1 (2 tokens), obs, reply 2 (1 token), obs, reply 3 (2 tokens)
     mask = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1], [0, 0, 1, 1, 0, 0, 0, 0]], dtype=torch.float32)
