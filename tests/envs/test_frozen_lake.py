@@ -212,8 +212,26 @@ def test_ineffective_penalty_costs_a_move_into_the_edge_and_nothing_else():
     assert default.step("<answer>Left</answer>")[1] == 0.0  # off by default: ROLL's rewards
 
 
+def test_hole_penalty_costs_only_the_move_that_falls_in():
+    env = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False, hole_penalty=-1.0,
+                   progress_reward=0.1)
+    env.reset(seed=0)
+    assert env.step("<answer>Right</answer>")[1] == pytest.approx(0.1)  # safe: shaping only
+    _, reward, terminated, _, _ = env.step("<answer>Down</answer>")  # into the hole at the centre
+    assert (reward, terminated) == (pytest.approx(-1.0), True)
+    assert not env.is_success()
+    env.reset(seed=0)
+    rewards = [env.step(f"<answer>{m}</answer>")[1] for m in ("Down", "Down", "Right", "Right")]
+    assert rewards == pytest.approx([0.1, 0.1, 0.1, 1.1])  # the goal: no penalty anywhere
+    default = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False)
+    default.reset(seed=0)
+    default.step("<answer>Right</answer>")
+    assert default.step("<answer>Down</answer>")[1] == 0.0  # off by default: ROLL's rewards
+
+
 @pytest.mark.parametrize("key, value", [("cell_separator", "\n"), ("describe_surroundings", "yes"),
-                                        ("progress_reward", "0.1"), ("ineffective_penalty", "-0.1")])
+                                        ("progress_reward", "0.1"), ("ineffective_penalty", "-0.1"),
+                                        ("hole_penalty", "-1")])
 def test_bad_observation_and_reward_options_name_the_key(key, value):
     with pytest.raises(ValueError, match=key):
         make_env("frozen_lake", **{key: value})

@@ -39,7 +39,10 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         a small model can read it without counting columns.
     progress_reward: added to a move's reward per cell it brings the player closer to the nearest goal
         (Manhattan distance; negative when it moves away). A move into a hole earns none, so shaping
-        never pays for falling in. Scores change; `success` does not."""
+        never pays for falling in. Scores change; `success` does not.
+    hole_penalty: added to the reward of the move that falls into a hole (negative to punish it).
+        Without it a fall only loses the rewards that would have followed, a weak signal for the one
+        turn whose reply caused it; step-wise credit (GiGPO) compares that turn with its alternatives."""
 
     size: int = 4
     p: float = 0.8
@@ -63,6 +66,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     cell_separator: str = ""
     describe_surroundings: bool = False
     progress_reward: float = 0.0
+    hole_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -89,6 +93,8 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
+        require_number(self.hole_penalty, "hole_penalty")
+        self.hole_penalty = float(self.hole_penalty)
 
 
 def _check_desc(desc: object) -> list[str]:

@@ -73,7 +73,7 @@ def _find(desc: list[str], letter: str) -> tuple[int, int]:
 
 
 class FrozenLakeEnv(BaseEnv):
-    """Rewards: 1 on reaching the goal, 0 otherwise (plus progress_reward shaping when set). The
+    """Rewards: 1 on reaching the goal, 0 otherwise (plus progress_reward and hole_penalty when set). The
     episode ends in a hole or on the goal."""
 
     config_cls = FrozenLakeEnvConfig
@@ -112,7 +112,8 @@ class FrozenLakeEnv(BaseEnv):
         tile = self.desc[self.player[0]][self.player[1]]
         progress = 0 if tile == "H" else self._goal_distance(before) - self._goal_distance(self.player)
         return StepOutcome(
-            reward=(1.0 if tile == "G" else 0.0) + self.config.progress_reward * progress,
+            reward=(1.0 if tile == "G" else 0.0) + self.config.progress_reward * progress
+            + (self.config.hole_penalty if tile == "H" else 0.0),
             terminated=tile in "GH",
             effective=self.player != before,
         )
