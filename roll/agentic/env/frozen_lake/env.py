@@ -112,8 +112,7 @@ class FrozenLakeEnv(BaseEnv):
         tile = self.desc[self.player[0]][self.player[1]]
         progress = 0 if tile == "H" else self._goal_distance(before) - self._goal_distance(self.player)
         return StepOutcome(
-            reward=(1.0 if tile == "G" else 0.0) + self.config.progress_reward * progress
-            + (self.config.hole_penalty if tile == "H" else 0.0),
+            reward={"G": 1.0, "H": self.config.hole_penalty}.get(tile, 0.0) + self.config.progress_reward * progress,
             terminated=tile in "GH",
             effective=self.player != before,
         )
