@@ -34,6 +34,7 @@ def test_two_steps_on_an_existing_two_node_cluster_through_ray_address(tiny_mode
                 node.stop()
     assert "Started a local Ray instance" not in output  # it joined the cluster instead of starting its own
     (placement,) = [line for line in output.splitlines() if "env workers by node:" in line]
-    assert all(f"{node_id} x1" in placement for node_id in node_ids), (placement, node_ids)
+    respreads = [line for line in output.splitlines() if "landed off their nodes" in line]
+    assert all(f"{node_id} x1" in placement for node_id in node_ids), (placement, node_ids, respreads)
     assert [r["step"] for r in read_metrics(work) if "actor/pg_loss" in r] == [1, 2]
     assert not processes_using(head.temp_dir) and not processes_using(second.temp_dir)  # both nodes are gone

@@ -74,20 +74,21 @@ class EnvWorkerPool:
             num_cpus=0, max_concurrency=len(chunk) + 2, max_restarts=self.max_restarts, max_task_retries=0,
             scheduling_strategy=node).remote(index, chunk, **self._worker_kwargs)
 
-    def _respread(self, places: list[Any], tries: int = 3) -> list[Any]:
-        """Starts again, a second later, each worker that Ray put off its node while that node is alive:
-        soft affinity falls back to another node when the scheduler has not yet seen the resources of a
-        node that joined moments before (once in CI, a two-node cluster started just before the run)."""
+    def _respread(self, places: list[Any], tries: int = 6) -> list[Any]:
+        """Starts again each worker that Ray put off its node while that node is alive, after waits of
+        1, 2, 4 ... s: soft affinity falls back to another node when the scheduler has not yet seen the
+        resources of a node that joined moments before (in CI, a two-node cluster started just before
+        the run; on a loaded machine three 1 s waits were once not enough)."""
         import ray
 
-        for _ in range(tries):
+        for attempt in range(tries):
             alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
             misplaced = [i for i, place in enumerate(places)
                          if place.node_id != self._node_of(i) and self._node_of(i) in alive]
             if not misplaced:
                 break
             logger.info("env workers %s landed off their nodes; starting them again", misplaced)
-            time.sleep(1.0)
+            time.sleep(2.0 ** attempt)
             for i in misplaced:
                 ray.kill(self.workers[i], no_restart=True)
                 self.workers[i] = self._start_actor(i)
