@@ -10,6 +10,9 @@ that line (and nothing else) can reach.
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]
+
+With --train-steps N it does the same on the maps of the first N training steps instead (the
+training tags' envs and seeds): how much a map-blind policy earns where the agent learns.
 """
 
 from __future__ import annotations
@@ -25,19 +28,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def validation_maps(config) -> dict[str, list[int]]:
-    """tag -> the env seeds of one validation, in episode order (one seed per GRPO group)."""
+def episode_maps(config, train_steps: int = 0) -> dict[str, list[int]]:
+    """tag -> the env seeds of one validation (or, with train_steps, of training steps 1..train_steps),
+    in episode order, one seed per GRPO group, numbered as RolloutScheduler.get_batch numbers them."""
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler, round_robin_by_tag, split_groups
 
-    manager = config.val_env_manager
+    manager = config.train_env_manager if train_steps else config.val_env_manager
     group_tags = split_groups(manager.num_env_groups, list(manager.tags), manager.num_groups_partition)
     order = round_robin_by_tag(group_tags)
-    episodes = (config.val_batch_size or manager.env_count) // manager.group_size
-    scheduler = SimpleNamespace(mode="val", seed=config.seed)
+    batch = config.rollout_batch_size if train_steps else config.val_batch_size
+    episodes = (batch or manager.env_count) // manager.group_size
+    scheduler = SimpleNamespace(mode="train" if train_steps else "val", seed=config.seed)
     maps: dict[str, list[int]] = {}
-    for task in range(episodes):
-        tag = group_tags[order[task % len(group_tags)]]
-        maps.setdefault(tag, []).append(RolloutScheduler._group_seed(scheduler, 0, task))
+    for step in range(1, train_steps + 1) if train_steps else [0]:
+        tag_tasks: dict[str, int] = {}
+        for task in range(episodes):
+            tag = group_tags[order[task % len(group_tags)]]
+            index = tag_tasks.get(tag, 0) if manager.seeds_per_tag else task
+            tag_tasks[tag] = tag_tasks.get(tag, 0) + 1
+            maps.setdefault(tag, []).append(RolloutScheduler._group_seed(scheduler, step, index))
     return maps
 
 
@@ -71,9 +80,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config-path", required=True)
     parser.add_argument("--config-name", required=True)
+    parser.add_argument("--train-steps", type=int, default=0,
+                        help="measure on the maps of training steps 1..N instead of the validation maps")
     args, overrides = parser.parse_known_args(argv)
     config = load_agentic_config(args.config_path, args.config_name, overrides)
-    for tag, seeds in validation_maps(config).items():
+    kind = f"training maps of steps 1-{args.train_steps}" if args.train_steps else "validation maps"
+    for tag, seeds in episode_maps(config, args.train_steps).items():
         spec = config.custom_envs[tag]
         env = make_env(spec.env_type, **spec.env_config)
         try:
@@ -85,7 +97,7 @@ def main(argv: list[str]) -> int:
         start = time.perf_counter()
         result = map_blind_baselines(env, seeds, horizon)
         bias = ", ".join(f"{name} {p:.2f}" for name, p in zip(result.action_names, result.best_bias) if p)
-        print(f"{tag} ({spec.env_type}, {len(seeds)} validation maps, {horizon} moves; computed in "
+        print(f"{tag} ({spec.env_type}, {len(seeds)} {kind}, {horizon} moves; computed in "
               f"{time.perf_counter() - start:.1f} s)")
         print(f"  best fixed sequence   {result.fixed_sequence_success:.3f}  {', '.join(result.best_sequence)}"
               f"{'' if result.sequence_search_complete else '  (search budget hit: best found)'}")
