@@ -46,3 +46,50 @@ def test_sokoban_example_rewards_a_reply_with_no_move_below_any_move():
             rewards.setdefault(kind, set()).add(reward)
     assert set(rewards) == {"no move", "into a wall", "effective"}, rewards
     assert max(rewards["no move"]) < min(rewards["into a wall"] | rewards["effective"]), rewards
+
+
+def test_holes_example_trains_on_holier_maps_and_validates_on_the_base_configs_maps():
+    """Its validation must be the base config's (same maps, same baselines) for the two to compare."""
+    base = load_agentic_config(CPU_DIR, "agent_val_frozen_lake", overrides=["pretrain=tiny-random-qwen2"])
+    holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
+    def val_episodes(config):  # what decides the validation's tags and env seeds (RolloutScheduler)
+        manager = config.val_env_manager
+        return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
+
+    assert val_episodes(holes) == val_episodes(base)
+    val_tag, train_tag = holes.val_env_manager.tags[0], holes.train_env_manager.tags[0]
+    base_val = make_env("frozen_lake", **base.custom_envs[val_tag].env_config)
+    holes_val = make_env("frozen_lake", **holes.custom_envs[val_tag].env_config)
+    train = make_env("frozen_lake", **holes.custom_envs[train_tag].env_config)
+    assert all(base_val.reset(seed=s)[0] == holes_val.reset(seed=s)[0] for s in range(50))
+
+    def mean_holes(env):  # the rows of the map, not the surroundings line under them
+        return sum(row.split(" ").count("O") for s in range(300) for row in env.reset(seed=s)[0].split("\n")[:-1]) / 300
+
+    assert mean_holes(train) > 1.5 * mean_holes(holes_val)
+
+
+def test_holes_example_takes_the_answer_alone():
+    holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
+    for tag in holes.custom_envs:
+        env = make_env("frozen_lake", **holes.custom_envs[tag].env_config)
+        valid = {}
+        for reply in ("<answer>Down</answer>", " <answer> down </answer>", "<answer>Down</answer> Right",
+                      "Down", "<answer>Down: Right</answer>"):
+            env.reset(seed=0)
+            valid[reply] = env.step(reply)[4]["metrics"]["action_is_valid"]
+        assert valid == {"<answer>Down</answer>": 1.0, " <answer> down </answer>": 1.0,
+                         "<answer>Down</answer> Right": 0.0, "Down": 0.0, "<answer>Down: Right</answer>": 0.0}, tag
+    assert holes.actor_infer.generating_args.stop_strings == ["</answer>"]
+
+
+def test_map_blind_script_finds_the_maps_the_runs_play():
+    """benchmarks/map_blind_baselines.py must measure the maps a run plays: the seeds below are the
+    env seeds a run of these configs recorded in its trajectories (step 6's first group: 42600144)."""
+    from benchmarks.map_blind_baselines import episode_maps
+
+    holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
+    train = episode_maps(holes, train_steps=6)
+    assert list(train) == ["FrozenLakeHolesCPU"] and len(train["FrozenLakeHolesCPU"]) == 6 * 4
+    assert train["FrozenLakeHolesCPU"][20] == 42600144  # step 6, task 0
+    assert episode_maps(holes) == {"FrozenLakeCPU": [(42 * 1_000_003 + 7_777_777 + k) % 2**31 for k in range(64)]}
