@@ -12,6 +12,7 @@ from roll.agentic.env.map_blind import (
     map_blind_baselines,
     random_policy_success,
     solved_beyond_sequence,
+    solved_by_one_sequence,
 )
 from roll.agentic.env.registry import make_env
 
@@ -49,6 +50,10 @@ def test_no_fixed_sequence_solves_two_mirrored_maps():
     sequence, solves, complete = best_fixed_sequence([down_first, right_first], horizon=10)
     assert complete and sorted(solves) == [False, True]
     assert solved_beyond_sequence([1.0, 1.0], solves) == 0.5
+    # an agent that solved both read the board; one that solved one map needs no reading
+    assert solved_by_one_sequence([1.0, 1.0], [down_first, right_first], horizon=10) == 0.5
+    assert solved_by_one_sequence([0.0, 0.5], [down_first, right_first], horizon=10) == 1.0
+    assert solved_by_one_sequence([0.0, 0.0], [down_first, right_first], horizon=10) == 0.0
     # with both maps the same, some sequence solves both
     _, solves, _ = best_fixed_sequence([down_first, down_first], horizon=10)
     assert solves == (True, True)
@@ -74,6 +79,27 @@ def test_sokoban_room_needs_its_optimal_number_of_moves():
     assert graph.moves_to_solve[0] == optimal
     assert best_fixed_sequence([graph], horizon=optimal)[1] == (True,)
     assert best_fixed_sequence([graph], horizon=optimal - 1)[1] == (False,)
+
+
+def test_another_sequence_than_the_best_explains_an_agent_that_solves_only_its_maps():
+    """An agent replaying Down, Right, Down, Right, Down, Right on the CPU example's 64 validation maps
+    solves maps the best sequence (Right x3, Down x3) fails on, yet reads nothing: one sequence explains
+    all of them. The agent's successes here are the replayed sequence's, played in the real env."""
+    seeds = [(42 * 1_000_003 + 7_777_777 + task) % 2**31 for task in range(64)]
+    env = make_env("frozen_lake", size=4, is_slippery=False, max_steps=10)
+    result = map_blind_baselines(env, seeds, horizon=10)
+    replayed = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        for move in ("Down", "Right") * 3:
+            if env.step(env.format_answer(move))[2]:
+                break
+        replayed.append(float(env.is_success()))
+    assert sum(replayed) == 22
+    assert solved_beyond_sequence(replayed, result.sequence_solves) > 0.2
+    assert solved_by_one_sequence(replayed, result.graphs, horizon=10) == 1.0
+    # a map-reading agent (the shortest path on every map) solves all 64: no one sequence does
+    assert solved_by_one_sequence([1.0] * 64, result.graphs, horizon=10) == result.fixed_sequence_success
 
 
 def test_cpu_example_validation_maps():

@@ -35,6 +35,8 @@ def test_metrics_per_supported_tag_and_cache():
     assert metrics["val/blind/Lake/fixed_sequence"] == 1.0
     assert metrics["val/blind/Lake/best"] == 1.0
     assert metrics["val/blind/Lake/agent_solved_beyond_sequence"] == 0.0
+    assert metrics["val/blind/Lake/agent_solved_by_one_sequence"] == 1.0
+    assert metrics["val/blind/Short/agent_solved_by_one_sequence"] == 0.0  # it solved nothing
     # the goal of a 4x4 map is 6 moves away: nothing reaches it in 3 moves
     assert metrics["val/blind/Short/best"] == 0.0 and metrics["val/blind/Short/uniform_random"] == 0.0
     assert not any("Slippery" in k or "Count" in k for k in metrics)

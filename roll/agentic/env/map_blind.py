@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -63,6 +63,8 @@ class BlindBaselines:
     best_bias: tuple[float, ...]  # per action
     biased_random_success: float
     uniform_random_success: float
+    # per seed: the map's state graph, kept to ask later which of an agent's solved maps one sequence explains
+    graphs: tuple[MapGraph, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def fixed_sequence_success(self) -> float:
@@ -230,7 +232,7 @@ def map_blind_baselines(env: BaseEnv, seeds: Sequence[int], horizon: int, bias_r
         action_names=names, seeds=tuple(seeds), horizon=horizon,
         best_sequence=tuple(names[a] for a in sequence), sequence_solves=solves, sequence_search_complete=complete,
         best_bias=tuple(float(p) for p in grid[best]), biased_random_success=float(rates[best]),
-        uniform_random_success=float(uniform),
+        uniform_random_success=float(uniform), graphs=tuple(graphs),
     )
 
 
@@ -243,3 +245,18 @@ def solved_beyond_sequence(agent_success: Sequence[float], sequence_solves: Sequ
     if total == 0:
         return 0.0
     return sum(rate for rate, fixed in zip(agent_success, sequence_solves) if not fixed) / total
+
+
+def solved_by_one_sequence(agent_success: Sequence[float], graphs: Sequence[MapGraph], horizon: int,
+                           max_nodes: int = 200_000) -> float:
+    """Of the maps the agent solved at least once (``agent_success[i] > 0`` on map i), the largest share
+    that one fixed move sequence also solves; 0 when it solved none. 1.0 means a map-blind policy
+    explains every map it solved, even when that sequence is not the best one on all the maps (an agent
+    that learnt Down, Right, Down, Right... solves maps Right x3, Down x3 fails on without reading)."""
+    if len(agent_success) != len(graphs):
+        raise ValueError(f"{len(agent_success)} agent results for {len(graphs)} maps")
+    solved = [graph for rate, graph in zip(agent_success, graphs) if rate > 0]
+    if not solved:
+        return 0.0
+    _, solves, _ = best_fixed_sequence(solved, horizon, max_nodes)
+    return sum(solves) / len(solved)

@@ -9,7 +9,9 @@ per run). Metrics, per tag of a deterministic grid env (FrozenLake non-slippery,
 - ``val/blind/<tag>/uniform_random``: success of uniform random valid moves;
 - ``val/blind/<tag>/best``: the largest of the three: the number to beat;
 - ``val/blind/<tag>/agent_solved_beyond_sequence``: of the maps the agent solved, the share on
-  which the best fixed sequence fails (0 for an agent that only replays the sequence).
+  which the best fixed sequence fails (0 for an agent that only replays the sequence);
+- ``val/blind/<tag>/agent_solved_by_one_sequence``: of the maps the agent solved, the largest share
+  one fixed sequence (any, not only the best) also solves: 1.0 means its successes need no reading.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from roll.agentic.env.map_blind import BlindBaselines, check_supported, map_blind_baselines, solved_beyond_sequence
+from roll.agentic.env.map_blind import (
+    BlindBaselines,
+    check_supported,
+    map_blind_baselines,
+    solved_beyond_sequence,
+    solved_by_one_sequence,
+)
 from roll.agentic.env.registry import make_env
 from roll.data.batch import Batch
 
@@ -81,4 +89,6 @@ class ValidationBaselines:
             out[f"{prefix}/best"] = result.best_success
             out[f"{prefix}/agent_solved_beyond_sequence"] = solved_beyond_sequence(
                 list(by_seed.values()), result.sequence_solves)
+            out[f"{prefix}/agent_solved_by_one_sequence"] = solved_by_one_sequence(
+                list(by_seed.values()), result.graphs, result.horizon)
         return out
