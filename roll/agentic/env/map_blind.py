@@ -252,7 +252,8 @@ def solved_by_one_sequence(agent_success: Sequence[float], graphs: Sequence[MapG
     """Of the maps the agent solved at least once (``agent_success[i] > 0`` on map i), the largest share
     that one fixed move sequence also solves; 0 when it solved none. 1.0 means a map-blind policy
     explains every map it solved, even when that sequence is not the best one on all the maps (an agent
-    that learnt Down, Right, Down, Right... solves maps Right x3, Down x3 fails on without reading)."""
+    that learnt Down, Right, Down, Right... solves maps Right x3, Down x3 fails on without reading).
+    Where the search hits ``max_nodes`` (large Sokoban sets) the share is the best found: a lower bound."""
     if len(agent_success) != len(graphs):
         raise ValueError(f"{len(agent_success)} agent results for {len(graphs)} maps")
     solved = [graph for rate, graph in zip(agent_success, graphs) if rate > 0]
