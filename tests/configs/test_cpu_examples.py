@@ -52,12 +52,20 @@ def test_holes_example_trains_on_holier_maps_and_validates_on_the_base_configs_m
     """Its validation must be the base config's (same maps, same baselines) for the two to compare."""
     base = load_agentic_config(CPU_DIR, "agent_val_frozen_lake", overrides=["pretrain=tiny-random-qwen2"])
     holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
+
     def val_episodes(config):  # what decides the validation's tags and env seeds (RolloutScheduler)
         manager = config.val_env_manager
         return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
 
     assert val_episodes(holes) == val_episodes(base)
     val_tag, train_tag = holes.val_env_manager.tags[0], holes.train_env_manager.tags[0]
+    # the training env is a copy of the validation env's block in the YAML: only p may differ
+    train_spec, val_spec = holes.custom_envs[train_tag], holes.custom_envs[val_tag]
+    assert {k: v for k, v in train_spec.env_config.items() if k != "p"} == val_spec.env_config
+    assert (train_spec.env_type, train_spec.max_steps, train_spec.max_tokens_per_step, train_spec.env_instruction,
+            train_spec.agent_system_template, train_spec.agent_template) == (
+        val_spec.env_type, val_spec.max_steps, val_spec.max_tokens_per_step, val_spec.env_instruction,
+        val_spec.agent_system_template, val_spec.agent_template)
     base_val = make_env("frozen_lake", **base.custom_envs[val_tag].env_config)
     holes_val = make_env("frozen_lake", **holes.custom_envs[val_tag].env_config)
     train = make_env("frozen_lake", **holes.custom_envs[train_tag].env_config)

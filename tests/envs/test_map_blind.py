@@ -16,6 +16,9 @@ from roll.agentic.env.map_blind import (
 )
 from roll.agentic.env.registry import make_env
 
+# The 64 validation seeds of examples/smollm2-135M-agentic_cpu (seed 42, RolloutScheduler's validation seeds)
+CPU_EXAMPLE_VAL_SEEDS = [(42 * 1_000_003 + 7_777_777 + task) % 2**31 for task in range(64)]
+
 UNIFORM = np.full((1, 4), 0.25)
 
 
@@ -85,11 +88,10 @@ def test_another_sequence_than_the_best_explains_an_agent_that_solves_only_its_m
     """An agent replaying Down, Right, Down, Right, Down, Right on the CPU example's 64 validation maps
     solves maps the best sequence (Right x3, Down x3) fails on, yet reads nothing: one sequence explains
     all of them. The agent's successes here are the replayed sequence's, played in the real env."""
-    seeds = [(42 * 1_000_003 + 7_777_777 + task) % 2**31 for task in range(64)]
     env = make_env("frozen_lake", size=4, is_slippery=False, max_steps=10)
-    result = map_blind_baselines(env, seeds, horizon=10)
+    result = map_blind_baselines(env, CPU_EXAMPLE_VAL_SEEDS, horizon=10)
     replayed = []
-    for seed in seeds:
+    for seed in CPU_EXAMPLE_VAL_SEEDS:
         env.reset(seed=seed)
         for move in ("Down", "Right") * 3:
             if env.step(env.format_answer(move))[2]:
@@ -103,11 +105,9 @@ def test_another_sequence_than_the_best_explains_an_agent_that_solves_only_its_m
 
 
 def test_cpu_example_validation_maps():
-    # The 64 validation seeds of examples/smollm2-135M-agentic_cpu (seed 42, RolloutScheduler's
-    # validation seeds): Right x3, Down x3 solves 29 of them (45.3%, measured in issue 16).
-    seeds = [(42 * 1_000_003 + 7_777_777 + task) % 2**31 for task in range(64)]
+    # Right x3, Down x3 solves 29 of the 64 (45.3%, measured in issue 16).
     env = make_env("frozen_lake", size=4, is_slippery=False, max_steps=10)
-    result = map_blind_baselines(env, seeds, horizon=10)
+    result = map_blind_baselines(env, CPU_EXAMPLE_VAL_SEEDS, horizon=10)
     assert result.best_sequence == ("Right", "Right", "Right", "Down", "Down", "Down")
     assert sum(result.sequence_solves) == 29
     assert result.sequence_search_complete
