@@ -127,3 +127,6 @@ def test_unsupported_envs_are_named():
         explore_map(make_env("countdown"), seed=0, horizon=10)
     with pytest.raises(ValueError, match="2 agent results for 3 maps"):
         solved_beyond_sequence([1.0, 0.0], [True, False, False])
+    graph = explore_map(lake("SG"), seed=0, horizon=2)
+    with pytest.raises(ValueError, match="1 agent results for 2 maps"):
+        solved_by_one_sequence([1.0], [graph, graph], horizon=2)
