@@ -22,7 +22,6 @@ import random
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -31,22 +30,19 @@ sys.path.insert(0, str(ROOT))
 def episode_maps(config, train_steps: int = 0) -> dict[str, list[int]]:
     """tag -> the env seeds of one validation (or, with train_steps, of training steps 1..train_steps),
     in episode order, one seed per GRPO group, numbered as RolloutScheduler.get_batch numbers them."""
-    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler, round_robin_by_tag, split_groups
+    from roll.pipeline.agentic.rollout_scheduler import SeedNumbering, round_robin_by_tag, split_groups
 
     manager = config.train_env_manager if train_steps else config.val_env_manager
     group_tags = split_groups(manager.num_env_groups, list(manager.tags), manager.num_groups_partition)
     order = round_robin_by_tag(group_tags)
     batch = config.rollout_batch_size if train_steps else config.val_batch_size
     episodes = (batch or manager.env_count) // manager.group_size
-    scheduler = SimpleNamespace(mode="train" if train_steps else "val", seed=config.seed)
     maps: dict[str, list[int]] = {}
     for step in range(1, train_steps + 1) if train_steps else [0]:
-        tag_tasks: dict[str, int] = {}
+        numbering = SeedNumbering(group_tags, manager.seeds_per_tag, config.seed, "train" if train_steps else "val", step)
         for task in range(episodes):
-            tag = group_tags[order[task % len(group_tags)]]
-            index = tag_tasks.get(tag, 0) if manager.seeds_per_tag else task
-            tag_tasks[tag] = tag_tasks.get(tag, 0) + 1
-            maps.setdefault(tag, []).append(RolloutScheduler._group_seed(scheduler, step, index))
+            group = order[task % len(group_tags)]
+            maps.setdefault(group_tags[group], []).append(numbering.seed_of(task, group))
     return maps
 
 

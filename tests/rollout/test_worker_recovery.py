@@ -12,7 +12,7 @@ import time
 import pytest
 
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
-from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler, group_seed
 from tests.rollout.faulty_envs import HANG_ONCE
 
 SLOW_ENV = CustomEnvConfig(env_type="tests.rollout.faulty_envs.SlowFrozenLake", max_steps=2, max_tokens_per_step=8,
@@ -67,7 +67,7 @@ def test_a_killed_env_worker_is_replaced_and_its_groups_rerun_with_new_seeds(ray
         groups.setdefault(group_id, set()).add(seed)
     assert len(groups) == 4 and all(len(seeds) == 1 for seeds in groups.values())
     # tasks 0 and 1 ran on the killed worker: their seeds were replaced by fresh ones
-    lost = {scheduler._group_seed(1, 0), scheduler._group_seed(1, 1)}
+    lost = {group_seed(scheduler.seed, "train", 1, 0), group_seed(scheduler.seed, "train", 1, 1)}
     assert lost.isdisjoint(batch["env_seed"]) and len(set(batch["env_seed"])) == 4
     assert len(again) == 8 and again.info["rollout/env_worker_restarts"] == 0
     assert again.info["rollout/failures"] == 0

@@ -55,6 +55,31 @@ def split_groups(num_env_groups: int, tags: list[str], partition: list[int] | No
     return [tag for tag, count in zip(tags, partition) for _ in range(count)]
 
 
+def group_seed(seed: int, mode: str, step: int, index: int) -> int:
+    """The env seed of a step's index-th group of episodes (all of a group's envs share it)."""
+    if mode == "val":
+        return (seed * 1_000_003 + VAL_SEED_OFFSET + index) % 2**31
+    return (seed * 1_000_003 + step * 100_003 + index) % 2**31
+
+
+class SeedNumbering:
+    """The seeds of one step's tasks, in the order they are launched. A task's seed index is its own
+    number, or with seeds_per_tag the count of its tag's earlier tasks, so every tag plays the same
+    seeds. The scheduler and the map-blind baselines (which replay a run's maps) both number with it."""
+
+    def __init__(self, group_tags: list[str], seeds_per_tag: bool, seed: int, mode: str, step: int):
+        self.group_tags, self.seeds_per_tag = group_tags, seeds_per_tag
+        self.seed, self.mode, self.step = seed, mode, step
+        self.tag_tasks: Counter = Counter()
+
+    def seed_of(self, task: int, group: int) -> int:
+        """Numbers task (run on group); call once per task, in task order."""
+        tag = self.group_tags[group]
+        index = self.tag_tasks[tag] if self.seeds_per_tag else task
+        self.tag_tasks[tag] += 1
+        return group_seed(self.seed, self.mode, self.step, index)
+
+
 def round_robin_by_tag(group_tags: list[str]) -> list[int]:
     """Group indices ordered so consecutive groups cycle through the tags (tag mix for any n)."""
     queues: dict[str, list[int]] = {}
@@ -121,11 +146,6 @@ class RolloutScheduler:
         """The EnvironmentWorkers (Ray actor handles, or the objects themselves with executor='local')."""
         return self.pool.workers
 
-    def _group_seed(self, step: int, task: int) -> int:
-        if self.mode == "val":
-            return (self.seed * 1_000_003 + VAL_SEED_OFFSET + task) % 2**31
-        return (self.seed * 1_000_003 + step * 100_003 + task) % 2**31
-
     def _launch(self, group: int, seed: int, key: str) -> list[cf.Future]:
         return [self.pool.submit(group * self.group_size + i, seed, key) for i in range(self.group_size)]
 
@@ -143,20 +163,10 @@ class RolloutScheduler:
             raise ValueError(f"batch of {n} needs {math.ceil(need / num_groups)} episodes per env, over "
                              f"max_traj_per_env={self.max_traj_per_env}; add env groups or lower the batch size")
         max_failures = self.max_failures if self.max_failures is not None else 2 * need + 4
-        # (task, group): task k runs on group group_order[k % num_groups]; the task index picks the seed
+        # (task, group): task k runs on group group_order[k % num_groups]; SeedNumbering gives its seed
         pending = [(k, self.group_order[k % num_groups]) for k in range(need)]
-        # the seed of task k is _group_seed(step, seed_index[k]): k itself, or with seeds_per_tag the
-        # count of the tag's earlier tasks, so every tag plays the same seeds
-        seed_index: dict[int, int] = {}
-        tag_tasks: Counter = Counter()
-
-        def number(task: int, group: int) -> None:
-            tag = self.group_tags[group]
-            seed_index[task] = tag_tasks[tag] if self.seeds_per_tag else task
-            tag_tasks[tag] += 1
-
-        for task, group in pending:
-            number(task, group)
+        numbering = SeedNumbering(self.group_tags, self.seeds_per_tag, self.seed, self.mode, step)
+        task_seed = {task: numbering.seed_of(task, group) for task, group in pending}
         busy: dict[int, tuple[int, int, list[cf.Future]]] = {}  # group -> (task, seed, futures)
         waiting: dict[cf.Future, int] = {}
         done_groups: list[tuple[int, list[Trajectory]]] = []
@@ -171,7 +181,7 @@ class RolloutScheduler:
                 if group in busy:
                     continue
                 pending.remove((task, group))
-                seed = self._group_seed(step, seed_index[task])
+                seed = task_seed[task]
                 futures = self._launch(group, seed, f"{self.mode}{step}-t{task}")
                 busy[group] = (task, seed, futures)
                 waiting.update({f: group for f in futures})
@@ -212,7 +222,7 @@ class RolloutScheduler:
                                        f"{dict(failures)}; last: {bad[-1]}")
                 # the replacement runs on the same group (same tag) with a seed no other task uses
                 pending.append((next_task, group))
-                number(next_task, group)
+                task_seed[next_task] = numbering.seed_of(next_task, group)
                 next_task += 1
         # every episode of the batch is back: a worker still running a hung env call can be ended now
         hang_replacements = self.pool.replace_hung(timed_out_workers)
