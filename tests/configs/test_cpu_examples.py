@@ -101,3 +101,27 @@ def test_map_blind_script_finds_the_maps_the_runs_play():
     assert list(train) == ["FrozenLakeHolesCPU"] and len(train["FrozenLakeHolesCPU"]) == 6 * 4
     assert train["FrozenLakeHolesCPU"][20] == 42600144  # step 6, task 0
     assert episode_maps(holes) == {"FrozenLakeCPU": [(42 * 1_000_003 + 7_777_777 + k) % 2**31 for k in range(64)]}
+
+
+def test_sokoban_instruction_names_every_symbol_the_board_shows():
+    config = load_agentic_config(CPU_DIR, "agent_val_sokoban", overrides=["pretrain=tiny-random-qwen2"])
+    spec = config.custom_envs["SokobanCPU"]
+    symbols = set(make_env(spec.env_type, **spec.env_config).config.grid_lookup.values())
+    assert symbols >= {"P", "S", "X", "√", "O", "#", "_"}
+    assert [s for s in sorted(symbols) if s not in spec.env_instruction] == []
+
+
+def test_memoryless_example_prompts_with_the_board_alone():
+    """Training and validation play one turn per prompt: no earlier turns, no move count, so a policy
+    that ignores the board can only be one move distribution."""
+    config = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_memoryless", overrides=["pretrain=tiny-random-qwen2"])
+    tags = {*config.train_env_manager.tags, *config.val_env_manager.tags}
+    assert tags == {"FrozenLakeHolesCPU", "FrozenLakeCPU"}
+    for tag in tags:
+        spec = config.custom_envs[tag]
+        assert spec.env_manager_cls.endswith("StepEnvManager") and spec.history_length == 0, tag
+        assert spec.agent_template == "Map:\n{observation}\nYour move?", tag
+    assert config.adv_estimator == "gigpo"
+    holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
+    for tag in tags:  # the same envs as the holes example: only the prompt and the estimator differ
+        assert config.custom_envs[tag].env_config == holes.custom_envs[tag].env_config, tag
