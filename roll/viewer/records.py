@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from roll.agentic.env import make_env
 from roll.data.batch import Batch
+from roll.pipeline.agentic.trajectory_batch import episode_key
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
@@ -52,10 +53,14 @@ class TrajectoryRecorder:
         return self._tokenizer
 
     def save(self, batch: Batch, step: int, kind: str = "train") -> Path | None:
-        count = min(self.counts[kind], len(batch))
-        if count == 0:
+        # whole episodes: a step-wise batch holds one sample per turn, and each is saved
+        unknown = [None] * len(batch)
+        traj_ids, step_indices = batch.meta.get("traj_id", unknown), batch.meta.get("step_index", unknown)
+        episodes = [episode_key(traj_ids[i], step_indices[i], i) for i in range(len(batch))]
+        kept = set(list(dict.fromkeys(episodes))[: self.counts[kind]])
+        if not kept:
             return None
-        rows = [self.record(batch, i, step, kind) for i in range(count)]
+        rows = [self.record(batch, i, step, kind) for i in range(len(batch)) if episodes[i] in kept]
         path = trajectory_file(self.logging_dir, kind, step)
         path.parent.mkdir(parents=True, exist_ok=True)
         # one episode per line: readable with any JSON tool, and token lists stay one line each

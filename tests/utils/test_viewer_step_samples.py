@@ -84,3 +84,26 @@ def test_a_step_samples_tokens_are_drawn_under_its_own_turn(tiny_model_dir, tmp_
         assert [t["marked"] for t in entry["turns"]] == [k == turn for k in range(3)]
         reply_len = len(tokenizer(REPLIES[turn])["input_ids"])
         assert [t["reply_tokens"] for t in entry["turns"]] == [reply_len if k == turn else 0 for k in range(3)]
+
+
+def test_saved_episodes_keep_every_turn_of_a_step_wise_episode(tiny_model_dir, tmp_path):
+    """report.trajectories_per_step counts episodes: with 1, both samples of the first two-turn episode
+    are saved and none of the second episode's."""
+    config = load_config(REPO_ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
+                         [f"pretrain={tiny_model_dir}", f"logging_dir={tmp_path}", "report.trajectories_per_step=1"],
+                         config_cls=AgenticConfig)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    samples = []
+    for episode in ("g0-0", "g0-1"):
+        for turn, reply in enumerate(REPLIES[:2]):
+            tokens = TokenBuffer()
+            tokens.add_prompt(tokenizer(f"board {turn}")["input_ids"])
+            reply_ids = tokenizer(reply)["input_ids"]
+            tokens.add_response(reply_ids, [-0.25] * len(reply_ids))
+            samples.append(Trajectory.from_tokens(
+                tokens, score=0.0, step_rewards=[0.0, 0.0], actions=REPLIES[:2], messages=[{"role": "user", "content": "b"}],
+                env_metrics={"success": 0.0}, tag="FrozenLakeCPU", env_seed=7, stop_reason="max_steps",
+                generated_tokens=len(reply_ids), traj_id=episode, step_index=turn, state_key=f"s{turn}"))
+    path = TrajectoryRecorder(config).save(trajectories_to_batch(samples, tokenizer.pad_token_id or 0), step=1)
+    rows = json.loads(path.read_text())
+    assert [(row["traj_id"], row["step_index"]) for row in rows] == [("g0-0", 0), ("g0-0", 1)]
