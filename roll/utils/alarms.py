@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from roll.configs.report_config import AlarmConfig
 from roll.data.batch import Batch
+from roll.pipeline.agentic.trajectory_batch import first_row_per_episode
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
@@ -108,7 +109,10 @@ class CollapseWatch:
             return {}
         stats = reply_token_stats(batch, self.length_caps, self.config.repeated_token_fraction)
         if "actions" in batch.meta and "traj_group_id" in batch.meta:
-            share = identical_reply_share(batch.meta["actions"], batch.meta["traj_group_id"])
+            # one row per episode: a step-wise episode's turn samples all carry its whole action list
+            rows = first_row_per_episode(batch)
+            share = identical_reply_share([batch.meta["actions"][i] for i in rows],
+                                          [batch.meta["traj_group_id"][i] for i in rows])
             if share is not None:
                 stats["collapse/identical_reply_share"] = share
         reasons = self._tripped(stats, metrics)

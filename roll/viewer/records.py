@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from roll.agentic.env import make_env
 from roll.data.batch import Batch
-from roll.pipeline.agentic.trajectory_batch import episode_key
+from roll.pipeline.agentic.trajectory_batch import batch_episode_keys
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import AgenticConfig
@@ -54,9 +54,7 @@ class TrajectoryRecorder:
 
     def save(self, batch: Batch, step: int, kind: str = "train") -> Path | None:
         # whole episodes: a step-wise batch holds one sample per turn, and each is saved
-        unknown = [None] * len(batch)
-        traj_ids, step_indices = batch.meta.get("traj_id", unknown), batch.meta.get("step_index", unknown)
-        episodes = [episode_key(traj_ids[i], step_indices[i], i) for i in range(len(batch))]
+        episodes = batch_episode_keys(batch)
         kept = set(list(dict.fromkeys(episodes))[: self.counts[kind]])
         if not kept:
             return None

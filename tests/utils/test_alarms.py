@@ -96,3 +96,19 @@ def test_bad_thresholds_are_config_errors():
         AlarmConfig(max_identical_reply_share=1.5)
     with pytest.raises(ConfigError, match="kl_jump_factor"):
         AlarmConfig(kl_jump_factor=0.5)
+
+
+def test_step_wise_samples_count_each_episode_once(tokenizer):
+    """A step-wise episode is one sample per turn, each carrying the episode's whole action list: four
+    episodes of one group with all-different replies repeat nothing, however many turns they had."""
+    samples = []
+    for i in range(4):
+        replies = [HEALTHY_REPLIES[(i + t) % 4] for t in range(3)]
+        for turn in range(3):
+            step = trajectory(tokenizer, replies[turn:turn + 1], -1.3, "g0")
+            step.actions, step.traj_id, step.step_index = replies, f"g0-{i}", turn
+            samples.append(step)
+    out = CollapseWatch(AlarmConfig(), length_caps={"FrozenLake": 64}).check(
+        trajectories_to_batch(samples, tokenizer.pad_token_id), {"actor/entropy": 1.0}, step=1)
+    assert out["collapse/identical_reply_share"] == 0.0
+    assert out["alarm/identical_replies"] == 0.0

@@ -50,6 +50,24 @@ def episode_key(traj_id: str | None, step_index: int | None, sample_key: object)
     return traj_id if step_index is not None and traj_id else sample_key
 
 
+def batch_episode_keys(batch: Batch) -> list[object]:
+    """episode_key of each row of a batch (a row without traj_id or step_index is an episode of its own)."""
+    unknown = [None] * len(batch)
+    traj_ids, step_indices = batch.meta.get("traj_id", unknown), batch.meta.get("step_index", unknown)
+    return [episode_key(traj_ids[i], step_indices[i], i) for i in range(len(batch))]
+
+
+def first_row_per_episode(batch: Batch) -> list[int]:
+    """The first row of each episode in a batch, in order (a step-wise episode has one row per turn)."""
+    seen: set[object] = set()
+    rows = []
+    for row, key in enumerate(batch_episode_keys(batch)):
+        if key not in seen:
+            seen.add(key)
+            rows.append(row)
+    return rows
+
+
 def one_per_episode(trajs: list[Trajectory]) -> list[Trajectory]:
     """One sample per episode: the step samples of one episode share its metrics, so they count once."""
     return list({episode_key(t.traj_id, t.step_index, id(t)): t for t in trajs}.values())
