@@ -6,7 +6,9 @@ the SFT warm-up) and at every validation, each beside the map-blind baselines me
 validation maps in the same run (val/blind/*: the best fixed move sequence, the best biased random
 policy, uniform random moves; see roll/agentic/env/map_blind.py), and the share of the maps the agent
 solved on which the best fixed sequence fails ("beyond seq") and the largest share of them one fixed
-sequence, any, also solves ("one seq": at 1.0 they need no reading). Extra arguments are Hydra
+sequence, any, also solves ("one seq": at 1.0 they need no reading); and, at the turns where one move
+loses the map and another does not, the share of the agent's moves that lost it ("losing moves")
+beside the share its own move mix would lose without reading ("by mix"). Extra arguments are Hydra
 overrides:
 
     python benchmarks/learning_frozen_lake.py max_steps=40 eval_steps=5
@@ -38,7 +40,8 @@ def read_validations(metrics_file: Path) -> list[dict]:
 COLUMNS = (("val success", "val/env/{tag}/success"), ("action valid", "val/env/{tag}/action_is_valid"),
            ("fixed seq", "val/blind/{tag}/fixed_sequence"), ("biased rand", "val/blind/{tag}/biased_random"),
            ("uniform", "val/blind/{tag}/uniform_random"), ("beyond seq", "val/blind/{tag}/agent_solved_beyond_sequence"),
-           ("one seq", "val/blind/{tag}/agent_solved_by_one_sequence"))
+           ("one seq", "val/blind/{tag}/agent_solved_by_one_sequence"),
+           ("losing moves", "val/blind/{tag}/agent_losing_moves"), ("by mix", "val/blind/{tag}/losing_moves_by_move_mix"))
 
 
 def validation_table(rows: list[dict]) -> str:

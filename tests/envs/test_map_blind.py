@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from roll.agentic.env.map_blind import (
+    LosingMoves,
     best_fixed_sequence,
     bias_grid,
     explore_map,
     map_blind_baselines,
     random_policy_success,
+    replayed_actions,
     solved_beyond_sequence,
     solved_by_one_sequence,
 )
@@ -130,3 +132,54 @@ def test_unsupported_envs_are_named():
     graph = explore_map(lake("SG"), seed=0, horizon=2)
     with pytest.raises(ValueError, match="1 agent results for 2 maps"):
         solved_by_one_sequence([1.0], [graph, graph], horizon=2)
+
+
+LEFT, DOWN, RIGHT, UP = range(4)  # FrozenLake's action order
+
+
+def test_losing_moves_next_to_a_hole():
+    graph = explore_map(lake("SH", "FG"), seed=0, horizon=10)
+    safe, fell = LosingMoves(4), LosingMoves(4)
+    safe.add_episode(graph, [None, DOWN, RIGHT], horizon=10)  # a reply with no move first, then around
+    fell.add_episode(graph, [RIGHT], horizon=10)
+    assert (safe.decisions, safe.losing_taken, fell.decisions, fell.losing_taken) == (1, 0, 1, 1)
+    assert list(safe.losing_by_action) == [0, 0, 1, 0]  # at the start only Right loses
+    assert safe.agent_share == 0.0 and safe.move_mix_share == 0.5  # half its moves were Right
+    assert fell.agent_share == 1.0 == fell.move_mix_share
+
+
+def test_a_detour_loses_when_too_few_moves_are_left():
+    graph = explore_map(lake("SF", "FG"), seed=0, horizon=2)
+    tally = LosingMoves(4)
+    tally.add_episode(graph, [LEFT, DOWN], horizon=2)  # into the edge: the goal is then 2 moves away, 1 left
+    assert (tally.decisions, tally.losing_taken) == (1, 1)
+    roomy = LosingMoves(4)
+    roomy.add_episode(graph, [LEFT, DOWN], horizon=4)
+    assert roomy.decisions == 0
+
+
+def test_blind_random_moves_lose_as_their_move_mix_and_a_hole_avoider_less():
+    """On the CPU example's maps: a policy that never looks loses at the decision points as often as its
+    move mix predicts; one that reads the surroundings line (never into a hole) loses far less."""
+    env = make_env("frozen_lake", size=4, is_slippery=False, max_steps=10, describe_surroundings=True)
+    seeds = CPU_EXAMPLE_VAL_SEEDS[:32]
+    graphs = dict(zip(seeds, map_blind_baselines(env, seeds, horizon=10).graphs))
+    rng = np.random.default_rng(0)
+    blind, reader = LosingMoves(4), LosingMoves(4)
+    for seed in seeds:
+        for _ in range(10):
+            moves = rng.choice(["Down", "Right"], size=10).tolist()
+            blind.add_episode(graphs[seed], replayed_actions(env, seed, [f"<answer>{m}</answer>" for m in moves]), 10)
+            observation, _ = env.reset(seed=seed)
+            replies = []
+            for _ in range(10):
+                around = dict(part.split(": ") for part in observation.splitlines()[-1].rstrip(".").split(", "))
+                move = rng.choice([m for m in ("Down", "Right") if around[m] != "hole"] or ["Up"])
+                replies.append(f"<answer>{move}</answer>")
+                observation, _, terminated, truncated, _ = env.step(replies[-1])
+                if terminated or truncated:
+                    break
+            reader.add_episode(graphs[seed], replayed_actions(env, seed, replies), 10)
+    assert blind.decisions > 100 and reader.decisions > 100
+    assert abs(blind.agent_share - blind.move_mix_share) < 0.05
+    assert reader.agent_share < 0.5 * reader.move_mix_share

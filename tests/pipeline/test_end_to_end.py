@@ -171,4 +171,6 @@ def test_zero_gradient_groups_skip_training_and_validation_shows_map_blind_basel
     # 3 moves per episode cannot reach a goal 6 moves away: every map-blind baseline is 0
     val = [r for r in rows if "val/blind/FrozenLakeCPU/best" in r]
     assert val and all(r["val/blind/FrozenLakeCPU/fixed_sequence"] == 0.0 for r in val)
+    # nor is any move a losing one then: no decision point, so no losing-move metrics
+    assert not any("losing_moves" in key for r in val for key in r)
     assert "map-blind best 0.000" in output

@@ -7,9 +7,17 @@ from roll.pipeline.agentic.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.val_baselines import ValidationBaselines, agent_success_by_map
 
 
-def val_batch(rows: list[tuple[str, int, float]]) -> Batch:
-    return Batch(meta={"tag": [r[0] for r in rows], "env_seed": [r[1] for r in rows],
-                       "env_metrics": [{"success": r[2], "action_is_valid": 1.0} for r in rows]})
+def val_batch(rows: list[tuple], step_rows: bool = False) -> Batch:
+    """Rows of (tag, seed, success[, replies]); with step_rows, each episode as one row per reply
+    (a step-wise env manager's samples), all carrying the episode's replies."""
+    episodes = [(f"e{i}", *row, *([[]] if len(row) == 3 else [])) for i, row in enumerate(rows)]
+    if step_rows:
+        episodes = [(*episode, turn) for episode in episodes for turn in range(max(1, len(episode[4])))]
+    meta = {"traj_id": [e[0] for e in episodes], "tag": [e[1] for e in episodes],
+            "env_seed": [e[2] for e in episodes], "actions": [e[4] for e in episodes],
+            "env_metrics": [{"success": e[3], "action_is_valid": 1.0} for e in episodes]}
+    meta["step_index"] = [e[5] for e in episodes] if step_rows else [None] * len(episodes)
+    return Batch(meta=meta)
 
 
 ENVS = {
@@ -23,8 +31,9 @@ ENVS = {
 
 
 def test_agent_success_is_averaged_per_map():
-    batch = val_batch([("Lake", 1, 1.0), ("Lake", 1, 0.0), ("Lake", 2, 1.0), ("Short", 1, 0.0)])
-    assert agent_success_by_map(batch) == {"Lake": {1: 0.5, 2: 1.0}, "Short": {1: 0.0}}
+    rows = [("Lake", 1, 1.0, ["a", "b", "c"]), ("Lake", 1, 0.0, ["a"]), ("Lake", 2, 1.0), ("Short", 1, 0.0)]
+    for step_rows in (False, True):  # a step-wise episode counts once, however many turns it had
+        assert agent_success_by_map(val_batch(rows, step_rows)) == {"Lake": {1: 0.5, 2: 1.0}, "Short": {1: 0.0}}
 
 
 def test_metrics_per_supported_tag_and_cache():
@@ -44,3 +53,21 @@ def test_metrics_per_supported_tag_and_cache():
     assert set(baselines.cache) == {("Lake", (5,)), ("Short", (7, 8))}
     baselines.metrics(batch)
     assert len(baselines.cache) == 2
+
+
+def reply(move: str) -> str:
+    return f"<answer>{move}</answer>"
+
+
+def test_losing_moves_against_the_agents_own_move_mix():
+    """On Lake's map (hole at the top right) the only decision point of these episodes is the cell left
+    of the hole, where Right loses and the other moves keep the goal in reach."""
+    into_hole = [reply(m) for m in ("Right", "Right", "Right")]
+    around = [reply(m) for m in ("Right", "Right", "Down", "Down", "Down", "Right")]
+    rows = [("Lake", 5, 0.0, into_hole), ("Lake", 5, 1.0, around)]
+    for step_rows in (False, True):
+        metrics = ValidationBaselines(ENVS).metrics(val_batch(rows, step_rows=step_rows))
+        assert metrics["val/blind/Lake/agent_losing_moves"] == 0.5  # one of the two decisions went in
+        # 6 of its 9 moves are Right, the one losing move at both decision points
+        assert metrics["val/blind/Lake/losing_moves_by_move_mix"] == 6 / 9
+        assert metrics["val/blind/Lake/fixed_sequence"] == 1.0

@@ -261,3 +261,64 @@ def solved_by_one_sequence(agent_success: Sequence[float], graphs: Sequence[MapG
         return 0.0
     _, solves, _ = best_fixed_sequence(solved, horizon, max_nodes)
     return sum(solves) / len(solved)
+
+
+@dataclass
+class LosingMoves:
+    """Does the agent avoid moves that lose the map, more than its move frequencies would by chance?
+
+    A *decision point* is a turn at which some move keeps the map solvable in the moves left and some
+    move does not (FrozenLake: a hole next to the player, or a detour with too few moves left; Sokoban:
+    a push into a dead corner). ``agent_share``: of the agent's moves at decision points, the share that
+    lost the map. ``move_mix_share``: the share its own move frequencies (over all its moves) would lose
+    at the same points: what a policy that never reads the board, with the same move mix, loses."""
+
+    num_actions: int
+    decisions: int = 0
+    losing_taken: int = 0
+    losing_by_action: np.ndarray = field(init=False)  # per action: decision points at which it loses
+    moves_by_action: np.ndarray = field(init=False)  # per action: the agent's moves, at any turn
+
+    def __post_init__(self) -> None:
+        self.losing_by_action = np.zeros(self.num_actions, dtype=np.int64)
+        self.moves_by_action = np.zeros(self.num_actions, dtype=np.int64)
+
+    def add_episode(self, graph: MapGraph, actions: Sequence[int | None], horizon: int) -> None:
+        """One episode on ``graph``'s map: its actions in turn order (None: a reply with no move,
+        which spends a turn and leaves the state as it was)."""
+        state = 0
+        for turn, action in enumerate(actions[:horizon]):
+            if action is not None:
+                moves_left = horizon - turn - 1
+                keeps = np.array([graph.moves_to_solve[nxt] <= moves_left for nxt in graph.next_state[state]])
+                if keeps.any() and not keeps.all():
+                    self.decisions += 1
+                    self.losing_by_action += ~keeps
+                    self.losing_taken += int(not keeps[action])
+                self.moves_by_action[action] += 1
+                state = graph.next_state[state][action]
+
+    @property
+    def agent_share(self) -> float | None:
+        """None without decision points (nothing to avoid, or the goal out of reach all along)."""
+        return self.losing_taken / self.decisions if self.decisions else None
+
+    @property
+    def move_mix_share(self) -> float | None:
+        if not self.decisions:
+            return None
+        return float(self.losing_by_action @ self.moves_by_action) / self.moves_by_action.sum() / self.decisions
+
+
+def replayed_actions(env: BaseEnv, seed: int, replies: Sequence[str]) -> list[int | None]:
+    """The action index (in ``env.action_names()`` order) of each reply of an episode, parsed by
+    replaying it in ``env`` from ``seed`` (None: the reply held no valid move)."""
+    names = env.action_names()
+    env.reset(seed=seed)
+    actions: list[int | None] = []
+    for reply in replies:
+        _, _, terminated, truncated, info = env.step(reply)
+        actions.append(None if info["action"] is None else names.index(info["action"]))
+        if terminated or truncated:
+            break
+    return actions

@@ -11,7 +11,11 @@ per run). Metrics, per tag of a deterministic grid env (FrozenLake non-slippery,
 - ``val/blind/<tag>/agent_solved_beyond_sequence``: of the maps the agent solved, the share on
   which the best fixed sequence fails (0 for an agent that only replays the sequence);
 - ``val/blind/<tag>/agent_solved_by_one_sequence``: of the maps the agent solved, the largest share
-  one fixed sequence (any, not only the best) also solves: 1.0 means its successes need no reading.
+  one fixed sequence (any, not only the best) also solves: 1.0 means its successes need no reading;
+- ``val/blind/<tag>/agent_losing_moves``: at the turns where one move keeps the map solvable and
+  another loses it (a hole next to the player, say), the share of the agent's moves that lost it;
+- ``val/blind/<tag>/losing_moves_by_move_mix``: the share the agent's own move frequencies would lose
+  at the same turns without reading the board. Below it, the agent reads the board.
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from typing import TYPE_CHECKING
 
 from roll.agentic.env.map_blind import (
     BlindBaselines,
+    LosingMoves,
     check_supported,
     map_blind_baselines,
+    replayed_actions,
     solved_beyond_sequence,
     solved_by_one_sequence,
 )
 from roll.agentic.env.registry import make_env
 from roll.data.batch import Batch
+from roll.pipeline.agentic.trajectory_batch import first_row_per_episode
 
 if TYPE_CHECKING:
     from roll.pipeline.agentic.agentic_config import CustomEnvConfig
@@ -37,11 +44,23 @@ logger = logging.getLogger("roll.pipeline")
 
 
 def agent_success_by_map(batch: Batch) -> dict[str, dict[int, float]]:
-    """tag -> env seed -> the agent's mean success on that map (seeds in first-seen order)."""
+    """tag -> env seed -> the agent's mean success over its episodes on that map (seeds in first-seen
+    order; a step-wise episode's turn samples count once)."""
     runs: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for tag, seed, metrics in zip(batch["tag"], batch["env_seed"], batch["env_metrics"]):
-        runs[tag][int(seed)].append(float(metrics.get("success", 0.0)))
+    for row in first_row_per_episode(batch):
+        runs[batch["tag"][row]][int(batch["env_seed"][row])].append(float(batch["env_metrics"][row].get("success", 0.0)))
     return {tag: {seed: sum(v) / len(v) for seed, v in seeds.items()} for tag, seeds in runs.items()}
+
+
+def losing_moves(batch: Batch, tag: str, env, result: BlindBaselines) -> LosingMoves:
+    """The agent's moves at the decision points of its validation episodes of ``tag``."""
+    graph_of = dict(zip(result.seeds, result.graphs))
+    tally = LosingMoves(len(result.action_names))
+    for row in first_row_per_episode(batch):
+        if batch["tag"][row] == tag:
+            seed = int(batch["env_seed"][row])
+            tally.add_episode(graph_of[seed], replayed_actions(env, seed, batch["actions"][row]), result.horizon)
+    return tally
 
 
 class ValidationBaselines:
@@ -91,4 +110,9 @@ class ValidationBaselines:
                 list(by_seed.values()), result.sequence_solves)
             out[f"{prefix}/agent_solved_by_one_sequence"] = solved_by_one_sequence(
                 list(by_seed.values()), result.graphs, result.horizon)
+            spec = self.custom_envs[tag]
+            tally = losing_moves(batch, tag, make_env(spec.env_type, **spec.env_config), result)
+            if tally.decisions:  # else no turn of these episodes had a move to avoid
+                out[f"{prefix}/agent_losing_moves"] = tally.agent_share
+                out[f"{prefix}/losing_moves_by_move_mix"] = tally.move_mix_share
         return out
