@@ -24,6 +24,7 @@ import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from roll.agentic.env.base import BaseEnv
 from roll.agentic.env.map_blind import (
     BlindBaselines,
     LosingMoves,
@@ -48,11 +49,12 @@ def agent_success_by_map(batch: Batch) -> dict[str, dict[int, float]]:
     order; a step-wise episode's turn samples count once)."""
     runs: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in first_row_per_episode(batch):
-        runs[batch["tag"][row]][int(batch["env_seed"][row])].append(float(batch["env_metrics"][row].get("success", 0.0)))
+        success = float(batch["env_metrics"][row].get("success", 0.0))
+        runs[batch["tag"][row]][int(batch["env_seed"][row])].append(success)
     return {tag: {seed: sum(v) / len(v) for seed, v in seeds.items()} for tag, seeds in runs.items()}
 
 
-def losing_moves(batch: Batch, tag: str, env, result: BlindBaselines) -> LosingMoves:
+def losing_moves(batch: Batch, tag: str, env: BaseEnv, result: BlindBaselines) -> LosingMoves:
     """The agent's moves at the decision points of its validation episodes of ``tag``."""
     graph_of = dict(zip(result.seeds, result.graphs))
     tally = LosingMoves(len(result.action_names))
