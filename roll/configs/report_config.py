@@ -12,7 +12,9 @@ from roll.configs.errors import ConfigError
 
 @dataclass
 class ReportConfig:
-    trajectories_per_step: int = 4  # training episodes saved as JSON per step, every turn's sample of a step-wise one (the report shows only saved ones)
+    # training episodes saved as JSON per step, each step-wise one with all its turns' samples (the report
+    # shows only saved ones)
+    trajectories_per_step: int = 4
     val_trajectories: int = 8  # validation episodes saved per validation (fixed seeds: the same maps every time)
     write_report: bool = True  # report.html and plots/ under logging_dir, after each validation and at the end
     # beside each validation, the success of policies that never read the map (val/blind/*), on the same maps
