@@ -30,7 +30,13 @@ from torch import Tensor
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
 from roll.strategies.fsdp2_train import all_reduce_values, join_process_group
-from roll.strategies.hf_train import build_model, build_optimizer, build_scheduler, default_device
+from roll.strategies.hf_train import (
+    apply_configured_learning_rate,
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    default_device,
+)
 
 AUTO = "auto"
 DEFAULT_ZERO = {"stage": 2}
@@ -263,3 +269,4 @@ class DeepSpeedTrainStrategy:
         )
         if path is None:
             raise ValueError(f"DeepSpeed could not load the checkpoint in {folder} (saved with another rank count or ZeRO stage?)")
+        apply_configured_learning_rate(self.torch_optimizer, self.scheduler, self.training_args.learning_rate)

@@ -9,6 +9,7 @@ forward/backward under autocast. `fsdp2_train` (fsdp2_train.py) extends it acros
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClas
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
 from roll.utils.checkpoint import load_safetensors_dir
+
+logger = logging.getLogger(__name__)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SCHEDULERS = ("constant", "linear", "cosine")
@@ -127,6 +130,23 @@ def build_scheduler(optimizer: torch.optim.Optimizer, training_args: TrainingArg
     if not warmup and training_args.warmup_ratio and num_training_steps:
         warmup = math.ceil(training_args.warmup_ratio * num_training_steps)
     return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=num_training_steps)
+
+
+def apply_configured_learning_rate(optimizer: torch.optim.Optimizer, scheduler: Any, learning_rate: float) -> None:
+    """After a resume: the config's learning rate replaces the checkpoint's, at the schedule's current point.
+
+    Loading the scheduler and optimizer state brings back the learning rate the checkpoint was trained
+    with, so without this a `learning_rate=` override on a resumed run would be silently ignored. The
+    schedule's position (warm-up, decay) stays the checkpoint's; only its peak changes."""
+    saved = list(scheduler.base_lrs)
+    if all(math.isclose(lr, learning_rate, rel_tol=1e-9) for lr in saved):
+        return
+    logger.warning("resume: learning rate %g from the config replaces the checkpoint's %g", learning_rate, saved[0])
+    scheduler.base_lrs = [learning_rate] * len(saved)
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group["initial_lr"] = learning_rate
+        group["lr"] = learning_rate * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
 
 
 class HFTrainStrategy:
@@ -277,6 +297,7 @@ class HFTrainStrategy:
         self.load_optimizer_state(saved["optimizer"])
         # Every rank's scheduler is identical, so rank 0's file serves all.
         self.scheduler.load_state_dict(saved["scheduler"])
+        apply_configured_learning_rate(self.optimizer, self.scheduler, self.training_args.learning_rate)
 
     def load_lora(self, directory: Path) -> None:
         from peft import set_peft_model_state_dict
