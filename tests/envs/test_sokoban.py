@@ -88,6 +88,44 @@ def test_push_rules_walls_and_box_chains_block():
     assert obs.split("\n")[1] == "#_PX_#" and info["metrics"]["action_is_effective"] == 1.0
 
 
+def test_surroundings_lines_say_what_each_move_does_and_where_the_box_and_its_target_are():
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, describe_surroundings=True)
+    env.reset(seed=0)
+    # Row 1 "#PXX_#", row 2 "#___O#": two boxes in a row to the right (blocked), one target.
+    env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+    env.targets = frozenset({16})
+    env.player, env.boxes = 7, frozenset({8, 9})
+    lines = env.render().split("\n")
+    assert lines[:3] == ["######", "#PXX_#", "#___O#"]
+    assert lines[6:] == [
+        "Up: wall, Down: floor, Left: wall, Right: box (blocked).",
+        "Box: 1 right from you; its target: 1 down and 2 right from the box.",
+        "Box: 2 right from you; its target: 1 down and 1 right from the box.",
+    ]
+    env.boxes = frozenset({9})
+    env.player = 14  # row 2, col 2: the box is up and to the right; the target two cells right
+    assert env.render().split("\n")[6:] == [
+        "Up: floor, Down: floor, Left: floor, Right: floor.",
+        "Box: 1 up and 1 right from you; its target: 1 down and 1 right from the box.",
+    ]
+    env.player = 7
+    env.boxes = frozenset({8})
+    obs, _, _, _, _ = env.step("<answer>Right</answer>")  # the box goes to column 3, floor beyond it
+    assert obs.split("\n")[6:] == [
+        "Up: wall, Down: floor, Left: floor, Right: box (can push).",
+        "Box: 1 right from you; its target: 1 down and 1 right from the box.",
+    ]
+    obs, _, _, _, _ = env.step("<answer>Right</answer>")  # now against the right wall, above its target
+    assert obs.split("\n")[6:] == [
+        "Up: wall, Down: floor, Left: floor, Right: box (blocked).",
+        "Box: 1 right from you; its target: 1 down from the box.",
+    ]
+    plain = make_env("sokoban", dim_room=[6, 6], num_boxes=1)
+    assert len(plain.reset(seed=0)[0].split("\n")) == 6  # off by default, as in ROLL
+    with pytest.raises(ValueError, match="describe_surroundings"):
+        make_env("sokoban", describe_surroundings="yes")
+
+
 def test_pushing_a_box_off_its_target_costs_one():
     env = make_env("sokoban", dim_room=[6, 6], num_boxes=2, max_steps=50)
     env.reset(seed=0)

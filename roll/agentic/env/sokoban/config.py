@@ -27,7 +27,11 @@ class SokobanEnvConfig(BaseEnvConfig):
     3 box on target, 4 box, 5 player, 6 player on target). grid_vocab: symbol -> meaning, told to the
     model. action_lookup: the four action names in the order up, down, left, right (by key).
     cell_separator (roll's key, default "" as in ROLL): text between the cells of a row; " " gives
-    SmolLM2's tokenizer one token per cell instead of merged runs such as "___"."""
+    SmolLM2's tokenizer one token per cell instead of merged runs such as "___".
+    describe_surroundings (roll's key, default false as ROLL has no such line): append what one move
+    in each direction does ("Up: wall, Down: box (can push), Left: floor, Right: target.") and where
+    each box off its target is, from the player, and its nearest empty target, from the box: the
+    board's content in a form a small model reads without aligning columns across rows."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -51,6 +55,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     )
     action_lookup: dict[int, str] = field(default_factory=lambda: {1: "Up", 2: "Down", 3: "Left", 4: "Right"})
     cell_separator: str = ""
+    describe_surroundings: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,3 +82,5 @@ class SokobanEnvConfig(BaseEnvConfig):
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
         require_cell_separator(self.cell_separator)
+        if not isinstance(self.describe_surroundings, bool):
+            raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")

@@ -12,9 +12,10 @@ from roll.agentic.env.sokoban.config import (
     PLAYER,
     PLAYER_ON_TARGET,
     TARGET,
+    WALL,
     SokobanEnvConfig,
 )
-from roll.agentic.env.sokoban.room import generate_room, push, solve
+from roll.agentic.env.sokoban.room import deltas, generate_room, push, solve
 
 STEP_REWARD = -0.1
 BOX_ON_REWARD = 1.0
@@ -101,7 +102,44 @@ class SokobanEnv(BaseEnv):
             return ""
         lookup = self.config.grid_lookup
         sep = self.config.cell_separator
-        return "\n".join(sep.join(lookup[code] for code in row) for row in self.cell_codes())
+        grid = "\n".join(sep.join(lookup[code] for code in row) for row in self.cell_codes())
+        if not self.config.describe_surroundings:
+            return grid
+        return "\n".join([grid, self._surroundings(), *self._box_lines()])
+
+    def _surroundings(self) -> str:
+        """What one move in each direction does, in action order."""
+        parts = []
+        for direction, (name, step) in enumerate(zip(self._names, deltas(self.cols))):
+            cell = self.player + step
+            if cell in self.boxes:
+                movable = push(self.fixed, self.cols, self.player, self.boxes, direction) is not None
+                what = "box (can push)" if movable else "box (blocked)"
+            else:
+                what = {WALL: "wall", TARGET: "target"}.get(self.fixed[cell], "floor")
+            parts.append(f"{name}: {what}")
+        return ", ".join(parts) + "."
+
+    def _box_lines(self) -> list[str]:
+        """Each box off its target: where it is from the player, and its nearest empty target from it."""
+        free_targets = sorted(self.targets - self.boxes)
+        lines = []
+        for box in sorted(self.boxes - self.targets):
+            target = min(free_targets, key=lambda t: self._distance(box, t))
+            lines.append(f"Box: {self._offset(self.player, box)} from you; "
+                         f"its target: {self._offset(box, target)} from the box.")
+        return lines
+
+    def _distance(self, a: int, b: int) -> int:
+        return abs(a // self.cols - b // self.cols) + abs(a % self.cols - b % self.cols)
+
+    def _offset(self, origin: int, cell: int) -> str:
+        """'2 up and 1 left' in the action names, one count per axis that differs."""
+        up, down, left, right = (name.lower() for name in self._names)
+        rows, cols = cell // self.cols - origin // self.cols, cell % self.cols - origin % self.cols
+        parts = [f"{abs(rows)} {down if rows > 0 else up}"] if rows else []
+        parts += [f"{abs(cols)} {right if cols > 0 else left}"] if cols else []
+        return " and ".join(parts)
 
     def default_instruction(self) -> str:
         return (
