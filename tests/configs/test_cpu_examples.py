@@ -103,8 +103,9 @@ def test_map_blind_script_finds_the_maps_the_runs_play():
     assert episode_maps(holes) == {"FrozenLakeCPU": [(42 * 1_000_003 + 7_777_777 + k) % 2**31 for k in range(64)]}
 
 
-def test_sokoban_instruction_names_every_symbol_the_board_shows():
-    config = load_agentic_config(CPU_DIR, "agent_val_sokoban", overrides=["pretrain=tiny-random-qwen2"])
+@pytest.mark.parametrize("name", ["agent_val_sokoban", "agent_val_sokoban_memoryless"])
+def test_sokoban_instruction_names_every_symbol_the_board_shows(name):
+    config = load_agentic_config(CPU_DIR, name, overrides=["pretrain=tiny-random-qwen2"])
     spec = config.custom_envs["SokobanCPU"]
     symbols = set(make_env(spec.env_type, **spec.env_config).config.grid_lookup.values())
     assert symbols >= {"P", "S", "X", "√", "O", "#", "_"}
@@ -125,3 +126,16 @@ def test_memoryless_example_prompts_with_the_board_alone():
     holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
     for tag in tags:  # the same envs as the holes example: only the prompt and the estimator differ
         assert config.custom_envs[tag].env_config == holes.custom_envs[tag].env_config, tag
+
+
+def test_sokoban_memoryless_example_plays_the_same_rooms_with_the_room_described():
+    config = load_agentic_config(CPU_DIR, "agent_val_sokoban_memoryless", overrides=["pretrain=tiny-random-qwen2"])
+    spec = config.custom_envs["SokobanCPU"]
+    assert spec.env_manager_cls.endswith("StepEnvManager") and spec.history_length == 0
+    assert spec.agent_template == "Map:\n{observation}\nYour move?" and config.adv_estimator == "gigpo"
+    base = load_agentic_config(CPU_DIR, "agent_val_sokoban", overrides=["pretrain=tiny-random-qwen2"])
+    changed = {k for k in spec.env_config if spec.env_config[k] != base.custom_envs["SokobanCPU"].env_config.get(k)}
+    assert changed == {"action_pattern", "describe_surroundings"}  # same rooms, rewards and step budget
+    obs, _ = make_env(spec.env_type, **spec.env_config).reset(seed=42)
+    lines = obs.split("\n")
+    assert len(lines) == 8 and lines[6].startswith("Up: ") and lines[7].startswith("Box: ")
