@@ -140,3 +140,25 @@ def test_two_ranks_match_hf_train_and_resume_exactly(stage, fresh, tiny_model_di
     assert out["metrics"][0] == out["metrics"][1]  # metrics are reduced over ranks
     shards = {p.name for p in (tmp_path / "ckpt" / "deepspeed" / "state").iterdir()}
     assert stage == 0 or {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)} <= shards, shards
+
+
+def test_resume_with_a_changed_learning_rate_trains_at_it(tiny_model_dir, tmp_path):
+    """DeepSpeed restores its scheduler too; a learning_rate changed for the resume must still win."""
+    config = ds_config(tiny_model_dir, 2)
+    batch = make_batch()
+    cluster = Cluster("ds_lr", ActorWorker, config, executor="local")
+    try:
+        saved_lr = cluster.execute_rank0("train_step", batch, STEP)["actor/lr"]
+        cluster.execute_all("save_checkpoint", tmp_path / "ckpt")
+    finally:
+        cluster.shutdown()
+    lowered = dataclasses.replace(config, training_args=dataclasses.replace(
+        config.training_args, learning_rate=config.training_args.learning_rate / 10))
+    cluster = Cluster("ds_lr_resumed", ActorWorker, lowered, executor="local")
+    try:
+        cluster.execute_all("load_checkpoint", tmp_path / "ckpt")
+        resumed_lr = cluster.execute_rank0("train_step", batch, STEP)["actor/lr"]
+    finally:
+        cluster.shutdown()
+    assert saved_lr == pytest.approx(config.training_args.learning_rate)
+    assert resumed_lr == pytest.approx(saved_lr / 10, rel=1e-6)
