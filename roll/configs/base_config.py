@@ -81,6 +81,10 @@ class BaseConfig:
     whiten_advantages: bool = False
     whiten_rewards: bool = False
     entropy_loss_coef: float = 0.0
+    # Hold the policy's mean token entropy above this (0: off): a bonus of entropy_floor_coef × the
+    # shortfall, measured on each micro-batch (docs/algorithms.md, "Entropy floor").
+    entropy_floor: float = 0.0
+    entropy_floor_coef: float = 1.0
     loss_agg_mode: str = "seq-mean-token-mean"
     max_grad_norm: float = 1.0
     critic_warmup: int = 0

@@ -216,6 +216,9 @@ def _check_ranges(config: "AgenticConfig") -> None:
     _require(0.0 <= config.lambd <= 1.0, f"lambd must be in [0, 1], got {config.lambd}")
     _require(config.pg_clip > 0, f"pg_clip must be > 0, got {config.pg_clip}")
     _require(config.max_grad_norm > 0, f"max_grad_norm must be > 0, got {config.max_grad_norm}")
+    _require(config.entropy_floor >= 0 and config.entropy_floor_coef >= 0,
+             f"entropy_floor (a mean token entropy in nats, 0 = off) and entropy_floor_coef must be >= 0, "
+             f"got {config.entropy_floor} and {config.entropy_floor_coef}")
     _require(config.critic_warmup >= 0, f"critic_warmup must be >= 0, got {config.critic_warmup}")
     ratio = config.async_generation_ratio
     _require(ratio >= 0 and float(ratio).is_integer(),

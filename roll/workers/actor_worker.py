@@ -90,7 +90,7 @@ class ActorWorker(TrainWorker):
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
-        out = self.token_outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef))
+        out = self.token_outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef or cfg.entropy_floor))
         logprobs, entropy = out["logprobs"], out["entropy"]
         device = logprobs.device
 
@@ -117,6 +117,9 @@ class ActorWorker(TrainWorker):
         if cfg.entropy_loss_coef:
             # Entropy is a bonus: subtracting it rewards a broader distribution.
             loss = loss - cfg.entropy_loss_coef * ent
+        floor_coef = self._entropy_floor_coef(cfg, entropy, mask)
+        if floor_coef:
+            loss = loss - floor_coef * ent
         shares["actor/entropy_loss"] = float(ent.detach())
         shares["actor/total_loss"] = float(loss.detach())
         with torch.no_grad():
@@ -127,11 +130,28 @@ class ActorWorker(TrainWorker):
             "actor/policykl": float(masked_mean(log_ratio, mask)),
             **{f"actor/{k}": v for k, v in pg_metrics.items() if k != "clipfrac"},
             **correction_rates,
-            "actor/entropy": float((entropy.detach() * (mask != 0)).sum() / max(float((mask != 0).sum()), 1.0)),
+            "actor/entropy": float(self._mean_token_entropy(entropy, mask)),
         }
+        if cfg.entropy_floor:
+            rates["actor/entropy_floor_coef"] = floor_coef
         if not cfg.use_kl_loss:
             shares["actor/kl_loss"] = 0.0
         return loss, shares, rates
+
+    @staticmethod
+    def _mean_token_entropy(entropy: Tensor, mask: Tensor) -> Tensor:
+        return (entropy.detach() * (mask != 0)).sum() / max(float((mask != 0).sum()), 1.0)
+
+    @classmethod
+    def _entropy_floor_coef(cls, cfg: LossConfig, entropy: Tensor, mask: Tensor) -> float:
+        """The entropy bonus's weight for this micro-batch: entropy_floor_coef × how far its mean token
+        entropy is below entropy_floor, 0 above it. A proportional controller: a fixed bonus either does
+        nothing to a sharp policy or keeps pushing a broad one, while this one only pushes back as far as the
+        policy has fallen. Measured per micro-batch so that gradient accumulation sums independent terms."""
+        if not cfg.entropy_floor:
+            return 0.0
+        shortfall = cfg.entropy_floor - float(cls._mean_token_entropy(entropy, mask))
+        return cfg.entropy_floor_coef * max(shortfall, 0.0)
 
     @staticmethod
     def _pg_args(cfg: LossConfig) -> PGVariantArgs:

@@ -41,6 +41,9 @@ class LossConfig:
     kl_loss_coef: float = 0.0
     kl_loss_type: str = "k3"
     entropy_loss_coef: float = 0.0
+    # actor only: a mean token entropy the loss holds the policy above (0: off); see ActorWorker.micro_batch_loss
+    entropy_floor: float = 0.0
+    entropy_floor_coef: float = 1.0
     loss_agg_mode: str = "seq-mean-token-mean"
     norm_length: int | None = None  # seq-mean-token-sum-norm's constant (sequence_length); None: the batch width
     max_grad_norm: float | None = 1.0  # None or ≤ 0: no clipping

@@ -50,6 +50,7 @@ def zero_gradient_blockers(config: "AgenticConfig") -> list[str]:
         (config.add_token_level_kl and config.uses_reference, "add_token_level_kl puts a KL reward on every token"),
         (config.use_kl_loss and config.kl_loss_coef > 0, "use_kl_loss adds a KL loss on every sample"),
         (config.entropy_loss_coef != 0, "entropy_loss_coef adds an entropy term on every sample"),
+        (config.entropy_floor > 0, "entropy_floor adds an entropy term on every sample below the floor"),
         (config.actor_train.pg_variant == "kimi15", "pg_variant kimi15 adds a squared log-ratio term on every sample"),
     )
     return [reason for blocked, reason in checks if blocked]

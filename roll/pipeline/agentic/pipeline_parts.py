@@ -100,6 +100,8 @@ def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
         use_kl_loss=config.use_kl_loss,
         kl_loss_coef=config.kl_loss_coef,
         entropy_loss_coef=config.entropy_loss_coef,
+        entropy_floor=config.entropy_floor,
+        entropy_floor_coef=config.entropy_floor_coef,
         loss_agg_mode=config.loss_agg_mode,
         norm_length=config.sequence_length,
         max_grad_norm=config.max_grad_norm,
