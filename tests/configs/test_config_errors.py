@@ -127,3 +127,8 @@ def test_weight_sync_buckets_under_one_mb_name_the_key_and_rolls_key_is_taken():
     assert "model_update_buffer_size_mb must be >= 1 (MB per bucket of a weight sync), got 0" in message
     assert load_agentic_config(*CPU).model_update_buffer_size_mb == 32  # the CPU example's own value
     assert load_agentic_config(*CPU, overrides=["model_update_buffer_size_mb=256"]).model_update_buffer_size_mb == 256
+
+
+def test_negative_entropy_floor_names_the_key_and_its_unit():
+    message = load_error("entropy_floor=-0.1")
+    assert "entropy_floor" in message and "nats" in message and "-0.1" in message

@@ -95,6 +95,8 @@ def test_traj_gigpo_drops_exactly_the_groups_whose_every_turn_advantage_is_zero(
 def test_blockers_name_every_term_that_still_moves_equal_groups():
     assert zero_gradient_blockers(cpu_config("entropy_loss_coef=0.01")) == [
         "entropy_loss_coef adds an entropy term on every sample"]
+    assert zero_gradient_blockers(cpu_config("entropy_floor=0.05")) == [
+        "entropy_floor adds an entropy term on every sample below the floor"]
     assert any("whiten_advantages" in r for r in zero_gradient_blockers(cpu_config("whiten_advantages=true")))
     assert any("use_kl_loss" in r for r in zero_gradient_blockers(cpu_config("use_kl_loss=true", "kl_loss_coef=0.1")))
     assert any("grouping" in r for r in zero_gradient_blockers(cpu_config("reward_normalization.grouping=batch")))
