@@ -176,3 +176,34 @@ def test_cell_separator_separates_every_cell_and_must_stay_on_one_line():
     assert [row.split(" ") for row in spaced_rows] == [list(row) for row in plain_rows]
     with pytest.raises(ValueError, match="env_config.cell_separator"):
         make_env("sokoban", cell_separator="\n")
+
+
+def test_progress_reward_pays_each_cell_of_work_saved_and_a_round_trip_nets_nothing():
+    def room(**config):
+        """Row 1 "#P___#", row 2 "#_X_O#", rows 3-4 floor: the box 2 left of its target, the player 1
+        up-left of the box (work left: box 2 + player 2 - 1 = 3)."""
+        env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=50, **config)
+        env.reset(seed=0)
+        env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+        env.targets, env.player, env.boxes = frozenset({16}), 7, frozenset({14})
+        return env
+
+    env = room(progress_reward=0.2)
+    assert env.work_left() == 3
+    steps = [  # (move, reward): -0.1 a move, ±0.2 per cell of work saved or added
+        ("Down", -0.1 + 0.2),  # now beside the box: 3 -> 2
+        ("Up", -0.1 - 0.2),  # back: 2 -> 3
+        ("Down", -0.1 + 0.2),
+        ("Up", -0.1 - 0.2),  # a round trip, twice: each nets only the two moves' -0.2
+        ("Down", -0.1 + 0.2),
+        ("Left", -0.1),  # into the wall: nothing moved, no progress term
+        ("Right", -0.1 + 0.2),  # pushes the box 1 closer: 2 -> 1
+        ("Right", -0.1 + 0.2 + 1.0 + 10.0),  # onto the target: solved, 1 -> 0
+    ]
+    for move, expected in steps:
+        _, reward, term, _, _ = env.step(f"<answer>{move}</answer>")
+        assert reward == pytest.approx(expected), move
+    assert term and env.work_left() == 0
+    assert room().step("<answer>Down</answer>")[1] == pytest.approx(-0.1)  # off by default, as in ROLL
+    with pytest.raises(ValueError, match="progress_reward"):
+        make_env("sokoban", progress_reward="high")

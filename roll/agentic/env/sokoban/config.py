@@ -12,6 +12,7 @@ from roll.agentic.env.base import (
     int_keyed_lookup,
     require_cell_separator,
     require_int,
+    require_number,
 )
 
 # Cell codes used by grid_lookup (ROLL's and gym-sokoban's numbering).
@@ -31,7 +32,12 @@ class SokobanEnvConfig(BaseEnvConfig):
     describe_surroundings (roll's key, default false as ROLL has no such line): append what one move
     in each direction does ("Up: wall, Down: box (can push), Left: floor, Right: target.") and where
     each box off its target is, from the player, and its nearest empty target, from the box: the
-    board's content in a form a small model reads without aligning columns across rows."""
+    board's content in a form a small model reads without aligning columns across rows.
+    progress_reward (roll's key, default 0 as ROLL has none): added to a move's reward per cell it
+    brings the work left closer, the work left being each box's distance to its nearest target plus the
+    player's distance to the nearest box off its target (to standing next to it): stepping towards the
+    box earns it, pushing the box towards its target earns it, and stepping or pushing away costs it.
+    It is a difference of one potential, so a round trip nets nothing and the solutions do not change."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -56,6 +62,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     action_lookup: dict[int, str] = field(default_factory=lambda: {1: "Up", 2: "Down", 3: "Left", 4: "Right"})
     cell_separator: str = ""
     describe_surroundings: bool = False
+    progress_reward: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,3 +91,5 @@ class SokobanEnvConfig(BaseEnvConfig):
         require_cell_separator(self.cell_separator)
         if not isinstance(self.describe_surroundings, bool):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
+        require_number(self.progress_reward, "progress_reward")
+        self.progress_reward = float(self.progress_reward)

@@ -25,7 +25,8 @@ SOLVED_REWARD = 10.0
 
 class SokobanEnv(BaseEnv):
     """Rewards per legal move: -0.1, +1 for a box pushed onto a target, -1 for one pushed off, +10
-    when all boxes are on targets (which ends the episode). A move into a wall or an immovable box
+    when all boxes are on targets (which ends the episode), plus progress_reward per cell of work left
+    saved (see SokobanEnvConfig). A move into a wall or an immovable box
     is legal but ineffective (the -0.1 still applies, as in gym-sokoban)."""
 
     config_cls = SokobanEnvConfig
@@ -58,10 +59,11 @@ class SokobanEnv(BaseEnv):
         moved = push(self.fixed, self.cols, self.player, self.boxes, self._names.index(action))
         reward = STEP_REWARD
         if moved is not None:
-            before = len(self.boxes & self.targets)
+            before, work_before = len(self.boxes & self.targets), self.work_left()
             self.player, self.boxes, _ = moved
             after = len(self.boxes & self.targets)
             reward += BOX_ON_REWARD * max(after - before, 0) + BOX_OFF_REWARD * max(before - after, 0)
+            reward += self.config.progress_reward * (work_before - self.work_left())
         solved = self.is_success()
         if solved:
             reward += SOLVED_REWARD
@@ -129,6 +131,16 @@ class SokobanEnv(BaseEnv):
             lines.append(f"Box: {self._offset(self.player, box)} from you; "
                          f"its target: {self._offset(box, target)} from the box.")
         return lines
+
+    def work_left(self) -> int:
+        """progress_reward's measure: the boxes' distances to their nearest targets, plus the player's
+        distance to standing next to the nearest box off its target (0 when every box is on one).
+        Manhattan distances, walls ignored: a shaping signal, not the solver's move count."""
+        loose = self.boxes - self.targets
+        if not loose:
+            return 0
+        boxes = sum(min(self._distance(box, t) for t in self.targets) for box in loose)
+        return boxes + min(self._distance(self.player, box) for box in loose) - 1
 
     def _distance(self, a: int, b: int) -> int:
         return abs(a // self.cols - b // self.cols) + abs(a % self.cols - b % self.cols)
