@@ -65,6 +65,14 @@ class MicroBatch:
             pieces.append(torch.nn.functional.pad(piece, pad))
         return torch.stack(pieces, dim=0)
 
+    def to_rows(self, sample_aligned: Tensor) -> Tensor:
+        """[num_samples, out_width] per-sample values → [rows, width] where the model sees each token,
+        0 on padding and at each sample's first token (which nothing predicts): unpack's inverse."""
+        rows = torch.zeros(self.input_ids.shape, dtype=sample_aligned.dtype, device=sample_aligned.device)
+        for i, (row, start, length) in enumerate(self.segments):
+            rows[row, start + 1 : start + length] = sample_aligned[i, 1:length]
+        return rows
+
     def gather(self, tensor: Tensor) -> Tensor:
         """The rows of a source-batch tensor `[B, L, ...]` for these samples, cut or padded to out_width."""
         index = torch.tensor(self.sample_indices, dtype=torch.long, device=tensor.device)

@@ -39,14 +39,19 @@ class ActorWorker(TrainWorker):
     kind = "causal_lm"
     prefix = "actor"
 
-    def token_outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False) -> dict[str, Tensor]:
+    def token_outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False,
+                      token_mask: Tensor | None = None) -> dict[str, Tensor]:
+        """Per-sample log-probs (+ entropies) `[num_samples, out_width]`. `token_mask` (the same shape):
+        only those tokens are wanted; the others come back 0, and where the output layer runs apart
+        from the model (forward_hidden) it runs on the wanted tokens alone."""
         split = getattr(self.strategy, "forward_hidden", lambda mb: None)(mb)
         if split is not None:
             # the output layer runs chunk by chunk inside the log-prob function: no [rows, width, vocab] logits
             hidden, head = split
             input_ids = mb.input_ids.to(hidden.device)
+            label_mask = None if token_mask is None else mb.to_rows(token_mask.to(hidden.device))
             logprobs, entropy = head_logprobs_for_input_ids(hidden, head, input_ids, with_entropy,
-                                                            dtype=self.strategy.compute_dtype)
+                                                            dtype=self.strategy.compute_dtype, label_mask=label_mask)
             out = {"logprobs": mb.unpack(logprobs)}
             if with_entropy:
                 out["entropy"] = mb.unpack(entropy if entropy_grad else entropy.detach())
@@ -59,11 +64,23 @@ class ActorWorker(TrainWorker):
             # logits in backward.
             with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
                 out["entropy"] = mb.unpack(entropy_for_input_ids(logits))
+        if token_mask is not None:
+            keep = token_mask.to(logits.device) != 0
+            out = {k: torch.where(keep, v, torch.zeros((), dtype=v.dtype, device=v.device)) for k, v in out.items()}
         return out
 
-    def compute_log_probs(self, batch: Batch, with_entropy: bool = False) -> Batch:
-        """Batch({"logprobs": [B, L]} (+ "entropy")), token-aligned: logprobs[b, t] = log p(x_t | x_<t), 0 at t = 0."""
-        return self.run_forward(batch, lambda mb: self.token_outputs(mb, with_entropy))
+    def compute_log_probs(self, batch: Batch, with_entropy: bool = False, response_only: bool = False) -> Batch:
+        """Batch({"logprobs": [B, L]} (+ "entropy")), token-aligned: logprobs[b, t] = log p(x_t | x_<t), 0 at t = 0.
+        `response_only`: only the tokens of the batch's `response_mask` (the rest 0), which is all RL
+        reads; the output layer then skips the prompt (see head_logprobs_for_input_ids)."""
+        if response_only and "response_mask" not in batch.tensors:
+            raise ValueError("compute_log_probs(response_only=True) needs the batch's response_mask")
+
+        def outputs(mb: MicroBatch) -> dict[str, Tensor]:
+            token_mask = mb.gather(batch.tensors["response_mask"]) if response_only else None
+            return self.token_outputs(mb, with_entropy, token_mask=token_mask)
+
+        return self.run_forward(batch, outputs)
 
     def train_step(self, batch: Batch, loss_cfg: LossConfig | None = None) -> dict[str, float]:
         """One PPO update over `batch` (input_ids, attention_mask, response_mask, old_logprobs, advantages,
@@ -90,14 +107,16 @@ class ActorWorker(TrainWorker):
     def micro_batch_loss(
         self, mb: MicroBatch, batch: Batch, cfg: LossConfig, num_tokens: float, num_seqs: float
     ) -> tuple[Tensor, dict[str, float], dict[str, float]]:
-        out = self.token_outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef or cfg.entropy_floor))
+        response_mask = mb.gather(batch.tensors["response_mask"])
+        out = self.token_outputs(mb, with_entropy=True, entropy_grad=bool(cfg.entropy_loss_coef or cfg.entropy_floor),
+                                 token_mask=response_mask)
         logprobs, entropy = out["logprobs"], out["entropy"]
         device = logprobs.device
 
         def take(key: str) -> Tensor:
             return mb.gather(batch.tensors[key]).to(device)
 
-        mask = take("response_mask")
+        mask = response_mask.to(device)
         # In a single update the weights have not moved since the rollout, so the old policy's
         # log-probs are these very log-probs: the pipeline skips a whole forward pass for them.
         old_logprobs = take("old_logprobs") if "old_logprobs" in batch.tensors else logprobs.detach()

@@ -26,8 +26,10 @@ def sft_step(worker, batch: Batch, learning_rate: float, max_grad_norm: float | 
     (num_tokens,) = strategy.all_reduce([float((mask != 0).sum())])
     total = 0.0
     for mb, weight in worker.plan_micro_batches(batch, train=True):
-        logprobs = worker.token_outputs(mb, with_entropy=False)["logprobs"]  # chunked through the output layer
-        token_mask = mb.gather(mask).to(logprobs.device).float()
+        response_mask = mb.gather(mask)
+        # chunked through the output layer, which runs on the response tokens alone
+        logprobs = worker.token_outputs(mb, with_entropy=False, token_mask=response_mask)["logprobs"]
+        token_mask = response_mask.to(logprobs.device).float()
         loss = -(logprobs * token_mask).sum() / max(num_tokens, 1.0)
         strategy.backward(loss * weight)
         total += float(loss.detach()) * weight

@@ -200,10 +200,13 @@ class AgenticPipeline:
         """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values.
         `train_size`: the samples the actor will train on, when batch_adjust_mode changes the count."""
         inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
+        # RL reads log-probs of response tokens only: the output layer skips the prompt.
         if self.needs_old_logprobs(train_size or len(batch)):
-            batch.tensors["old_logprobs"] = self.actor_train.dispatch_batch("compute_log_probs", inputs)["logprobs"]
+            old = self.actor_train.dispatch_batch("compute_log_probs", inputs, response_only=True)
+            batch.tensors["old_logprobs"] = old["logprobs"]
         if self.reference is not None:
-            batch.tensors["ref_logprobs"] = self.reference.dispatch_batch("compute_log_probs", inputs)["logprobs"]
+            ref = self.reference.dispatch_batch("compute_log_probs", inputs, response_only=True)
+            batch.tensors["ref_logprobs"] = ref["logprobs"]
         if self.critic is not None:
             batch.tensors["values"] = self.critic.dispatch_batch("compute_values", inputs)["values"]
 
