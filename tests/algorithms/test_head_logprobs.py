@@ -43,6 +43,33 @@ def test_values_and_gradients_equal_full_logits(bias, chunk):
     assert torch.allclose(g_ours, g_ref, atol=1e-10)
 
 
+def test_a_label_mask_computes_only_its_tokens_with_the_same_values_and_gradients():
+    torch.manual_seed(2)
+    hidden = torch.randn(3, 10, 16, dtype=torch.float64, requires_grad=True)
+    head = torch.nn.Linear(16, 97, bias=False, dtype=torch.float64)
+    ids = torch.randint(0, 97, (3, 10))
+    mask = torch.zeros(3, 10, dtype=torch.long)
+    mask[0, 6:] = 1  # responses at the end of rows of different lengths; row 2 has none
+    mask[1, 3:8] = 1
+    weights = torch.randn(3, 10, dtype=torch.float64) * mask
+
+    lp, ent = head_logprobs_for_input_ids(hidden, head, ids, with_entropy=True, dtype=torch.float64,
+                                          chunk_tokens=3, label_mask=mask)
+    ours = torch.autograd.grad((lp * weights).sum() + (ent * weights).sum(), [hidden, head.weight])
+    logits = head(hidden)
+    ref_lp, ref_ent = logprobs_for_input_ids(logits, ids), entropy_for_input_ids(logits)
+    ref = torch.autograd.grad((ref_lp * weights).sum() + (ref_ent * weights).sum(), [hidden, head.weight])
+    on = mask == 1
+    assert torch.allclose(lp[on], ref_lp[on], atol=1e-10) and torch.allclose(ent[on], ref_ent[on], atol=1e-10)
+    assert (lp[~on] == 0).all() and (ent[~on] == 0).all()
+    for a, b in zip(ours, ref):
+        assert torch.allclose(a, b, atol=1e-10)
+    # the hidden states of tokens nobody predicts from get no gradient at all
+    assert (ours[0][2] == 0).all() and (ours[0][0, :5] == 0).all()
+    with pytest.raises(ValueError, match="label_mask"):
+        head_logprobs_for_input_ids(hidden, head, ids, label_mask=mask[:, :5])
+
+
 def test_bf16_matmul_matches_autocast():
     torch.manual_seed(1)
     hidden = torch.randn(2, 9, 32)

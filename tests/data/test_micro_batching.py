@@ -58,6 +58,16 @@ def test_unpack_and_scatter_restore_the_batch(split):
     assert (rebuilt[:, 0] == 0).all()
     for mb in micro_batches:
         assert torch.equal(mb.gather(batch.tensors["input_ids"])[:, 1:].float(), mb.unpack(mb.input_ids.float())[:, 1:])
+        # to_rows puts per-sample values back where the model sees their tokens, bar each first token
+        per_sample = mb.gather(batch.tensors["input_ids"])
+        rows = mb.to_rows(per_sample)
+        assert rows.shape == mb.input_ids.shape
+        first_tokens = [(row, start) for row, start, _ in mb.segments]
+        assert all(rows[r, s] == 0 for r, s in first_tokens)
+        expected = mb.input_ids.clone()
+        for r, s in first_tokens:
+            expected[r, s] = 0
+        assert torch.equal(rows, expected)
 
 
 def test_packed_rows_restart_positions_and_drop_the_mask():

@@ -63,6 +63,18 @@ def test_log_probs_and_values_equal_across_layouts(tiny_model_dir):
         assert torch.allclose(results_actor[i, 1:n], alone, atol=1e-5)
 
 
+def test_response_only_log_probs_equal_the_full_ones_on_the_response_in_every_layout(tiny_model_dir):
+    batch = make_batch()
+    response = batch.tensors["response_mask"]
+    response[:, :4] = 0  # a longer prompt than make_batch's 2 tokens
+    full = run_layout(ActorWorker, tiny_model_dir, "plain", lambda c: c.execute_rank0("compute_log_probs", batch)["logprobs"])
+    for layout in LAYOUTS:
+        only = run_layout(ActorWorker, tiny_model_dir, layout,
+                          lambda c: c.execute_rank0("compute_log_probs", batch, response_only=True)["logprobs"])
+        assert torch.allclose(only, full * response, atol=1e-5), (layout, (only - full * response).abs().max())
+        assert (only[response == 1] != 0).all() and (only[response == 0] == 0).all(), layout
+
+
 @pytest.mark.parametrize("agg_mode", ["seq-mean-token-mean", "token-mean"])
 def test_actor_update_is_the_same_for_every_layout(tiny_model_dir, agg_mode):
     batch = make_batch()
