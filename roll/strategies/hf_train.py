@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClas
 
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
+from roll.strategies.shared_prefix import forward_with_shared_prefix, shared_prefix_length
 from roll.utils.checkpoint import load_safetensors_dir
 
 logger = logging.getLogger(__name__)
@@ -218,14 +219,23 @@ class HFTrainStrategy:
         if type(head) is not nn.Linear or self.model.config.model_type not in PLAIN_HEAD_MODEL_TYPES:
             return None
         inputs = self._model_inputs(mb)
+        prefix = shared_prefix_length(mb) if self.can_share_prefix() else 0
         # the model's own forward with lm_head swapped for the identity: its "logits" are the hidden states
         self.model.set_output_embeddings(nn.Identity())
         try:
             with self.autocast():
-                hidden = self.model(**inputs).logits
+                hidden = forward_with_shared_prefix(self.model, inputs, prefix) if prefix else self.model(**inputs).logits
         finally:
             self.model.set_output_embeddings(head)
         return hidden, head
+
+    def can_share_prefix(self) -> bool:
+        """Whether a micro-batch's shared prompt may run once (roll/strategies/shared_prefix.py): it needs the
+        model's KV cache, which transformers turns off while training under gradient checkpointing."""
+        training = self.model.training and torch.is_grad_enabled()
+        # transformers 5.20 renamed the flag; .venv-vllm's older transformers has only the old name
+        name = "is_activation_checkpointing" if hasattr(self.model, "is_activation_checkpointing") else "is_gradient_checkpointing"
+        return not (training and getattr(self.model, name, False))
 
     def backward(self, loss: Tensor) -> None:
         (loss * self.loss_scale()).backward()
