@@ -1,0 +1,117 @@
+"""A micro-batch's shared prompt runs once (roll/strategies/shared_prefix.py): the same hidden states,
+log-probs, gradients and updates as running every row in full, with fewer tokens through the model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from roll.configs.worker_config import ModelArgs
+from roll.data.batch import Batch
+from roll.data.micro_batch import split_padded
+from roll.data.sequence_packing import split_packed
+from roll.distributed import Cluster
+from roll.strategies.shared_prefix import MIN_SHARED_TOKENS, forward_with_shared_prefix, shared_prefix_length
+from roll.workers.actor_worker import ActorWorker
+from roll.workers.base_worker import LossConfig
+from tests.workers.helpers import actor_config, max_abs_diff
+
+LENGTHS = [40, 33, 37, 29, 40, 31]
+
+
+def prompt_batch(prefix: int, lengths: list[int] = LENGTHS, vocab: int = 300) -> Batch:
+    """Right-padded samples that all start with the same `prefix` tokens (an instruction), then differ
+    (a board); the last 5 tokens of each are the response, with random advantages."""
+    g = torch.Generator().manual_seed(3)
+    n, width = len(lengths), max(lengths)
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+    ids = torch.randint(5, vocab, (n, width), generator=g)
+    ids[:, :prefix] = ids[0, :prefix]
+    ids = ids * mask
+    response = torch.zeros_like(mask)
+    for i, n_tokens in enumerate(lengths):
+        response[i, n_tokens - 5 : n_tokens] = 1
+    return Batch({"input_ids": ids, "attention_mask": mask, "position_ids": torch.arange(width).expand(n, width) * mask,
+                  "response_mask": response, "advantages": torch.randn(n, width, generator=g) * response})
+
+
+def test_the_shared_length_is_the_common_prefix_when_it_pays_and_rows_allow():
+    batch = prompt_batch(prefix=24)
+    (mb,) = split_padded(batch, 6)
+    assert shared_prefix_length(mb) == 24
+    # never the whole of the shortest sample: each row keeps a token to run
+    (short,) = split_padded(prompt_batch(prefix=29, lengths=[29, 40]), 2)
+    assert shared_prefix_length(short) == 28
+    (few,) = split_padded(prompt_batch(prefix=MIN_SHARED_TOKENS - 1), 6)
+    assert shared_prefix_length(few) == 0
+    assert shared_prefix_length(split_padded(batch, 1)[0]) == 0  # one row: nothing to share
+    assert all(shared_prefix_length(mb) == 0 for mb in split_packed(batch, 80))  # packed rows hold several samples
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_hidden_states_and_gradients_equal_the_plain_forward(arch, tiny_model_dir, tiny_llama_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir if arch == "qwen2" else tiny_llama_dir, dtype=torch.float32)
+    model.train()
+    batch = prompt_batch(prefix=24, vocab=model.config.vocab_size)
+    (mb,) = split_padded(batch, 6)
+    inputs = {"input_ids": mb.input_ids, "position_ids": mb.position_ids}
+    real = batch.tensors["attention_mask"].bool()
+    weights = torch.randn(*mb.input_ids.shape, model.config.vocab_size) * real[..., None]
+
+    def run(shared: bool):
+        model.zero_grad()
+        logits = forward_with_shared_prefix(model, inputs, 24) if shared else model(**inputs, use_cache=False).logits
+        (logits * weights).sum().backward()
+        return logits.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+    (plain, plain_grads), (shared, shared_grads) = run(False), run(True)
+    assert torch.allclose(shared[real], plain[real], atol=1e-5)
+    assert plain_grads.keys() == shared_grads.keys() and len(plain_grads) > 0
+    for name, grad in plain_grads.items():
+        scale = float(grad.abs().max())
+        assert float((shared_grads[name] - grad).abs().max()) <= 1e-5 * max(scale, 1.0), name
+
+
+def tokens_through_the_model(worker) -> list[int]:
+    """Counts the tokens each forward call embeds."""
+    counts: list[int] = []
+    worker.strategy.model.get_input_embeddings().register_forward_hook(lambda m, args, out: counts.append(args[0].numel()))
+    return counts
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_actor_scores_and_updates_as_without_sharing_on_fewer_tokens(tiny_model_dir, lora_rank):
+    batch = prompt_batch(prefix=24)
+    cfg = LossConfig(mini_batch_size=6, entropy_loss_coef=0.01, max_grad_norm=None, shuffle=False)
+    width = batch.tensors["input_ids"].shape[1]
+
+    def run(gradient_checkpointing: bool):
+        # Under gradient checkpointing transformers runs no KV cache in training, so rows run in full there.
+        config = actor_config(tiny_model_dir)
+        config = dataclasses.replace(config, model_args=ModelArgs(model_name_or_path=str(tiny_model_dir), lora_rank=lora_rank,
+                                                                  disable_gradient_checkpointing=not gradient_checkpointing))
+        cluster = Cluster("shared", ActorWorker, config, executor="local")
+        try:
+            worker = cluster.hosts[0].worker
+            counts = tokens_through_the_model(worker)
+            logprobs = cluster.execute_rank0("compute_log_probs", batch, response_only=True)["logprobs"]
+            scored = list(counts)
+            counts.clear()
+            metrics = cluster.execute_rank0("train_step", batch, cfg)
+            return logprobs, scored, metrics, list(counts), cluster.execute_rank0("get_state_dict")
+        finally:
+            cluster.shutdown()
+
+    shared = run(gradient_checkpointing=False)
+    full = run(gradient_checkpointing=True)
+    # scoring shares in both (no gradients, no checkpointing): micro-batches of 3 rows (infer_batch_size)
+    assert shared[1] == full[1] == [24, 3 * (width - 24)] * 2
+    assert torch.allclose(shared[0], full[0], atol=1e-5)
+    # training: 3 micro-batches of 2 rows; 24 tokens once and the rest per row, vs every row in full
+    assert shared[3] == [24, 2 * (width - 24)] * 3 and full[3] == [2 * width] * 3
+    assert max_abs_diff(shared[4], full[4]) < 1e-5
+    for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
+        assert shared[2][key] == pytest.approx(full[2][key], rel=1e-5, abs=1e-6), key
