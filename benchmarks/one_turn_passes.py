@@ -1,0 +1,122 @@
+"""The actor's scoring pass and train step on one-turn agent samples, and what two savings bring there:
+the output layer on response tokens only, and the prompt prefix every sample shares run once.
+
+    .venv/bin/python benchmarks/one_turn_passes.py [--num-seqs 64 --prompt-len 118 --shared-len 72 --response-len 7]
+
+The defaults are FrozenLake's one-board samples (agent_val_frozen_lake_memoryless.yaml): 118 prompt
+tokens, of which 72 (system prompt and instructions) are the same in every sample, and a 7-token reply.
+Three variants of the same work, timed alternately (`--repeats` times each, best kept), in one process:
+- "before": the output layer (576 × 49,152 for SmolLM2-135M, 28M of its 135M multiply-adds per token,
+  made twice in training plus a 49k-way softmax) on every token, as roll did before, and every prompt
+  token computed in every row. The same code asked for every token does that work (compute_log_probs
+  without `response_only`, train_step with a response mask over the whole sample), on prompts of the
+  same length with nothing shared.
+- "response head": the output layer on the response only, still nothing shared.
+- "+ shared prefix": also the 72 shared tokens once per micro-batch (roll/strategies/shared_prefix.py).
+Training runs without gradient checkpointing (the one-board config's setting; under checkpointing
+transformers runs no KV cache, so nothing is shared in training there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.train_throughput import MALLOC_ENV, matmul_flops  # noqa: E402
+from roll.configs.worker_config import ModelArgs, StrategyArgs, TrainingArgs, WorkerConfig  # noqa: E402
+from roll.data.batch import Batch  # noqa: E402
+from roll.distributed import Cluster  # noqa: E402
+from roll.workers.actor_worker import ActorWorker  # noqa: E402
+from roll.workers.base_worker import LossConfig  # noqa: E402
+
+
+def one_turn_batch(num_seqs: int, prompt_len: int, shared_len: int, response_len: int, vocab: int,
+                   whole_sample: bool) -> Batch:
+    """Samples of equal length: a prompt whose first `shared_len` tokens are the same in every sample,
+    then a response; `whole_sample` marks every token but the first as response (what the output layer
+    used to run on)."""
+    g = torch.Generator().manual_seed(0)
+    width = prompt_len + response_len
+    ids = torch.randint(0, vocab, (num_seqs, width), generator=g)
+    ids[:, :shared_len] = ids[0, :shared_len]
+    response = torch.zeros(num_seqs, width, dtype=torch.long)
+    response[:, 1 if whole_sample else prompt_len:] = 1
+    return Batch({
+        "input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": torch.arange(width).expand_as(ids),
+        "response_mask": response, "advantages": torch.randn(ids.shape, generator=g) * response,
+    })
+
+
+def main() -> None:
+    if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()):
+        os.execve(sys.executable, sys.orig_argv, {**os.environ, **MALLOC_ENV})  # glibc reads these at start
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="HF folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--num-seqs", type=int, default=64)
+    parser.add_argument("--prompt-len", type=int, default=118)
+    parser.add_argument("--shared-len", type=int, default=72)
+    parser.add_argument("--response-len", type=int, default=7)
+    parser.add_argument("--budget", type=int, default=2048, help="tokens per micro-batch (dynamic batching)")
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+
+    if args.model:
+        model_dir = Path(args.model)
+    else:
+        from roll.models.embedded import prepare_embedded_model
+
+        model_dir = prepare_embedded_model()
+    flops = matmul_flops()
+    config = WorkerConfig(
+        model_args=ModelArgs(model_name_or_path=str(model_dir), disable_gradient_checkpointing=True),
+        training_args=TrainingArgs(learning_rate=1e-7), strategy_args=StrategyArgs("hf_train"),
+        use_dynamic_batching_in_train=True, max_tokens_per_microbatch_in_train=args.budget,
+        use_dynamic_batching_in_infer=True, max_tokens_per_microbatch_in_infer=2 * args.budget,
+    )
+    cluster = Cluster("bench", ActorWorker, config, executor="local", threads_per_worker=torch.get_num_threads())
+    worker = cluster.hosts[0].worker
+    vocab = worker.strategy.model.config.vocab_size
+    # variant: (a response mask over the whole sample, shared prompt tokens)
+    variants = {"before": (True, 0), "response head": (False, 0), "+ shared prefix": (False, args.shared_len)}
+    batches = {name: one_turn_batch(args.num_seqs, args.prompt_len, shared, args.response_len, vocab, whole)
+               for name, (whole, shared) in variants.items()}
+    cfg = LossConfig(mini_batch_size=args.num_seqs, shuffle=False)
+    passes = {
+        "scoring (old log-probs)": lambda name: cluster.execute_rank0("compute_log_probs", batches[name],
+                                                                       response_only=not variants[name][0]),
+        "train step": lambda name: cluster.execute_rank0("train_step", batches[name], cfg),
+    }
+    best: dict[tuple[str, str], float] = {}
+    try:
+        cluster.execute_rank0("train_step", batches["before"].index(range(2)), cfg)  # warm-up: allocator, kernels
+        for _ in range(args.repeats):
+            for pass_name, run in passes.items():
+                for name in variants:
+                    start = time.perf_counter()
+                    run(name)
+                    seconds = time.perf_counter() - start
+                    best[pass_name, name] = min(best.get((pass_name, name), float("inf")), seconds)
+                    print(f"  {pass_name}, {name}: {seconds:.1f} s", flush=True)
+    finally:
+        cluster.shutdown()
+
+    tokens = args.num_seqs * (args.prompt_len + args.response_len)
+    print(f"\n{model_dir.name}, fp32, {torch.get_num_threads()} threads; {args.num_seqs} samples of {args.prompt_len} prompt "
+          f"({args.shared_len} shared) + {args.response_len} response tokens ({tokens} tokens), micro-batches of "
+          f"{args.budget} tokens in training; matmul {flops / 1e9:.0f} GFLOP/s; best of {args.repeats}\n")
+    print("| pass | " + " | ".join(f"{name}, s" for name in variants) + " | speed-up |")
+    print("|---|" + "---:|" * (len(variants) + 1))
+    for pass_name in passes:
+        times = [best[pass_name, name] for name in variants]
+        print(f"| {pass_name} | " + " | ".join(f"{t:.1f}" for t in times) + f" | {times[0] / times[-1]:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
