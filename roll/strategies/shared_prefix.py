@@ -40,7 +40,7 @@ def shared_prefix_length(mb: MicroBatch) -> int:
 
 
 def cache_keyword(model: nn.Module) -> str:
-    """transformers 5.2x calls the cache argument `cache`; earlier versions (vLLM's pin) `past_key_values`.
+    """transformers 5.2x calls the cache argument (and output) `cache`; earlier versions (vLLM's pin) `past_key_values`.
     A LoRA model (peft) passes it on to the transformers model it wraps."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -53,9 +53,10 @@ def forward_with_shared_prefix(model: nn.Module, inputs: dict, prefix: int) -> T
     rows = input_ids.shape[0]
     head = model(input_ids=input_ids[:1, :prefix], position_ids=position_ids[:1, :prefix], use_cache=True)
     cache = DynamicCache(config=model.config)
-    for index, layer in enumerate(head.past_key_values.layers):
+    keyword = cache_keyword(model)
+    for index, layer in enumerate(getattr(head, keyword).layers):
         cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
     tail = model(input_ids=input_ids[:, prefix:], position_ids=position_ids[:, prefix:], use_cache=True,
-                 **{cache_keyword(model): cache})
+                 **{keyword: cache})
     shared = head.logits.expand(rows, -1, -1)
     return torch.cat([shared, tail.logits], dim=1)
