@@ -4,9 +4,10 @@ Reads the config, derives the validation episodes' tags and env seeds as Rollout
 (seeds depend only on the run's seed and the episode's index), and prints per env tag what the best
 fixed move sequence, the best biased random policy and uniform random moves reach on those maps
 (roll/agentic/env/map_blind.py). A run's validation logs the same numbers (val/blind/*).
-For FrozenLake it adds one policy that does look, but only at the `describe_surroundings` line: Right
-or Down at random unless that move is a hole, else any move that is not — what an agent reading
-that line (and nothing else) can reach.
+For FrozenLake it adds policies that do look, but only at the `describe_surroundings` line: Right or
+Down at random unless that move is a hole or the edge, else any move that is not — what an agent
+reading that line (and nothing else) can reach — and two that never back out of a dead end (Left or
+Up), among them the rule the one-board run's agent settled on.
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]
@@ -46,8 +47,36 @@ def episode_maps(config, train_steps: int = 0) -> dict[str, list[int]]:
     return maps
 
 
-def surroundings_policy_success(spec, seeds: list[int], horizon: int, samplings: int = 20) -> float:
-    """Success of the FrozenLake policy that reads only the surroundings line of the observation."""
+def safe_right_down_at_random(around: dict[str, str], rng: random.Random) -> str:
+    """Right or Down at random unless that move is a hole or the edge, else any move that is not."""
+    safe = [move for move, tile in around.items() if tile not in ("hole", "edge")]
+    preferred = [move for move in safe if move in ("Right", "Down")]
+    return rng.choice(preferred or safe or list(around))
+
+
+def right_then_down_no_backing(around: dict[str, str], rng: random.Random) -> str:
+    """Right if it is safe, else Down if that is, else Right into the edge: it never backs out of a
+    dead end (the rule the one-board run's step-21 agent plays, examples/smollm2-135M-agentic_cpu)."""
+    return next((move for move in ("Right", "Down") if around[move] not in ("hole", "edge")), "Right")
+
+
+def right_down_at_random_no_backing(around: dict[str, str], rng: random.Random) -> str:
+    """Right or Down at random among the safe ones, else Right into the edge."""
+    safe = [move for move in ("Right", "Down") if around[move] not in ("hole", "edge")]
+    return rng.choice(safe) if safe else "Right"
+
+
+SURROUNDINGS_READERS = {
+    "Right/Down at random when safe, else any safe move": safe_right_down_at_random,
+    "Right/Down at random when safe, never backs out": right_down_at_random_no_backing,
+    "Right if safe, else Down if safe, never backs out": right_then_down_no_backing,
+}
+
+
+def surroundings_policy_success(spec, seeds: list[int], horizon: int, choose=safe_right_down_at_random,
+                                samplings: int = 20) -> float:
+    """Success of a FrozenLake policy that reads only the surroundings line of the observation:
+    `choose(tile of each move, rng)` picks the move."""
     from roll.agentic.env.registry import make_env
 
     env = make_env(spec.env_type, **{**spec.env_config, "describe_surroundings": True})
@@ -58,10 +87,7 @@ def surroundings_policy_success(spec, seeds: list[int], horizon: int, samplings:
             observation, _ = env.reset(seed=seed)
             for _ in range(horizon):
                 around = dict(part.split(": ") for part in observation.splitlines()[-1].rstrip(".").split(", "))
-                safe = [move for move, tile in around.items() if tile not in ("hole", "edge")]
-                preferred = [move for move in safe if move in ("Right", "Down")]
-                move = rng.choice(preferred or safe or list(around))
-                observation, _, terminated, truncated, _ = env.step(env.format_answer(move))
+                observation, _, terminated, truncated, _ = env.step(env.format_answer(choose(around, rng)))
                 if terminated or truncated:
                     break
             solved += env.is_success()
@@ -100,8 +126,9 @@ def main(argv: list[str]) -> int:
         print(f"  best biased random    {result.biased_random_success:.3f}  {bias}")
         print(f"  uniform random moves  {result.uniform_random_success:.3f}")
         if spec.env_type == "frozen_lake":
-            print(f"  reads only the surroundings line (Right/Down unless a hole; not map-blind) "
-                  f"{surroundings_policy_success(spec, seeds, horizon):.3f}")
+            print("  policies that read only the surroundings line (not map-blind):")
+            for name, choose in SURROUNDINGS_READERS.items():
+                print(f"    {surroundings_policy_success(spec, seeds, horizon, choose):.3f}  {name}")
     return 0
 
 
