@@ -73,6 +73,9 @@ def test_response_only_log_probs_equal_the_full_ones_on_the_response_in_every_la
                           lambda c: c.execute_rank0("compute_log_probs", batch, response_only=True)["logprobs"])
         assert torch.allclose(only, full * response, atol=1e-5), (layout, (only - full * response).abs().max())
         assert (only[response == 1] != 0).all() and (only[response == 0] == 0).all(), layout
+    no_mask = batch.select(["input_ids", "attention_mask", "position_ids"])
+    with pytest.raises(ValueError, match="response_only=True.*needs the batch's response_mask"):
+        run_layout(ActorWorker, tiny_model_dir, "plain", lambda c: c.execute_rank0("compute_log_probs", no_mask, response_only=True))
 
 
 @pytest.mark.parametrize("agg_mode", ["seq-mean-token-mean", "token-mean"])
