@@ -196,6 +196,25 @@ def test_progress_reward_pays_per_cell_closer_to_the_goal_and_nothing_for_a_hole
     assert env.is_success()
 
 
+def test_path_progress_charges_the_way_into_a_dead_end_and_pays_the_way_out():
+    # the top row is a dead end: the only way to G is down the left column
+    desc = ["SFF", "FHH", "FFG"]
+    manhattan = make_env("frozen_lake", desc=desc, is_slippery=False, progress_reward=0.1)
+    path = make_env("frozen_lake", desc=desc, is_slippery=False, progress_reward=0.1, progress_measure="path")
+    into_and_out = ("Right", "Right", "Left", "Left")
+    for env, expected in ((manhattan, [0.1, 0.1, -0.1, -0.1]), (path, [-0.1, -0.1, 0.1, 0.1])):
+        env.reset(seed=0)
+        assert [env.step(f"<answer>{m}</answer>")[1] for m in into_and_out] == pytest.approx(expected)
+    path.reset(seed=0)
+    rewards = [path.step(f"<answer>{m}</answer>")[1] for m in ("Down", "Down", "Right", "Right")]
+    assert rewards == pytest.approx([0.1, 0.1, 0.1, 1.1])  # the shortest path pays as Manhattan does
+    path.reset(seed=0)
+    path.step("<answer>Down</answer>")
+    assert path.step("<answer>Right</answer>")[1] == 0.0  # a hole earns no progress
+    with pytest.raises(ValueError, match="progress_measure.*'path'"):
+        make_env("frozen_lake", progress_measure="bfs")
+
+
 def test_ineffective_penalty_costs_a_move_into_the_edge_and_nothing_else():
     env = make_env("frozen_lake", desc=["SFH", "FHF", "FFG"], is_slippery=False, ineffective_penalty=-0.2,
                    format_penalty=-0.05, progress_reward=0.1)

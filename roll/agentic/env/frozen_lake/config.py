@@ -18,6 +18,7 @@ from roll.agentic.env.base import (
 # Cell codes used by grid_lookup (ROLL's numbering).
 PLAYER, FROZEN, HOLE, GOAL, PLAYER_IN_HOLE, PLAYER_ON_GOAL = range(6)
 MAP_CHARS = "SFHG"  # gymnasium's map letters: Start, Frozen, Hole, Goal
+PROGRESS_MEASURES = ("manhattan", "path")
 
 
 @dataclass
@@ -38,8 +39,11 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         ("Left: edge, Down: hole, Right: frozen, Up: edge."): the same information as the map, where
         a small model can read it without counting columns.
     progress_reward: added to a move's reward per cell it brings the player closer to the nearest goal
-        (Manhattan distance; negative when it moves away). A move into a hole earns none, so shaping
-        never pays for falling in. Scores change; `success` does not.
+        (negative when it moves away). A move into a hole earns none, so shaping never pays for falling
+        in. Scores change; `success` does not.
+    progress_measure: the distance progress_reward counts: "manhattan" (rows + columns, holes ignored)
+        or "path" (moves of the shortest hole-free path). With "path" a move into a dead end costs
+        and the move back out of it pays, where Manhattan distance charges the way out.
     hole_penalty: added to the reward of the move that falls into a hole (negative to punish it).
         Without it a fall only loses the rewards that would have followed, a weak signal for the one
         turn whose reply caused it; step-wise credit (GiGPO) compares that turn with its alternatives."""
@@ -66,6 +70,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     cell_separator: str = ""
     describe_surroundings: bool = False
     progress_reward: float = 0.0
+    progress_measure: str = "manhattan"
     hole_penalty: float = 0.0
 
     def __post_init__(self) -> None:
@@ -93,6 +98,8 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
+        if self.progress_measure not in PROGRESS_MEASURES:
+            raise config_error("progress_measure", f"expected one of {list(PROGRESS_MEASURES)}, got {self.progress_measure!r}")
         require_number(self.hole_penalty, "hole_penalty")
         self.hole_penalty = float(self.hole_penalty)
 

@@ -52,6 +52,27 @@ def shortest_path_moves(desc: list[str], start: tuple[int, int]) -> Optional[lis
     return None
 
 
+def goal_distances(desc: list[str], measure: str) -> dict[tuple[int, int], int]:
+    """Distance from every non-hole cell to the nearest goal: "manhattan" ignores holes, "path" counts
+    the moves of a shortest hole-free path (BFS from the goals). Cells cut off from every goal are left
+    out; the player never reaches one, as every map connects S to a goal."""
+    rows, cols = len(desc), len(desc[0])
+    goals = [(r, c) for r in range(rows) for c in range(cols) if desc[r][c] == "G"]
+    if measure == "manhattan":
+        return {(r, c): min(abs(r - gr) + abs(c - gc) for gr, gc in goals)
+                for r in range(rows) for c in range(cols) if desc[r][c] != "H"}
+    distance = {goal: 0 for goal in goals}
+    queue = deque(goals)
+    while queue:
+        cell = queue.popleft()
+        for dr, dc in MOVES:
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if 0 <= nxt[0] < rows and 0 <= nxt[1] < cols and nxt not in distance and desc[nxt[0]][nxt[1]] != "H":
+                distance[nxt] = distance[cell] + 1
+                queue.append(nxt)
+    return distance
+
+
 def generate_map(size: int, p: float, rng: random.Random) -> list[str]:
     """A size x size map, S top-left and G bottom-right, each other tile frozen with probability p,
     redrawn until G is reachable (so every map is solvable)."""
@@ -83,6 +104,7 @@ class FrozenLakeEnv(BaseEnv):
         super().__init__(config, **config_kwargs)
         self.desc: list[str] = []
         self.player: tuple[int, int] = (0, 0)
+        self._goal_distance: dict[tuple[int, int], int] = {}  # progress_reward's measure, per map
         self._rng = random.Random(0)
         # sorted keys give ROLL's order (1 Left, 2 Down, 3 Right, 4 Up) -> gymnasium's 0..3
         self._names = [self.config.action_lookup[k] for k in sorted(self.config.action_lookup)]
@@ -96,6 +118,7 @@ class FrozenLakeEnv(BaseEnv):
         else:
             self.desc = generate_map(cfg.size, cfg.p, rng)
         self.player = _find(self.desc, "S")
+        self._goal_distance = goal_distances(self.desc, self.config.progress_measure)
         self._rng = rng  # the slips of this episode continue the seed's stream
 
     def action_names(self) -> list[str]:
@@ -110,17 +133,12 @@ class FrozenLakeEnv(BaseEnv):
         before = self.player
         self.player = (min(max(before[0] + dr, 0), rows - 1), min(max(before[1] + dc, 0), cols - 1))
         tile = self.desc[self.player[0]][self.player[1]]
-        progress = 0 if tile == "H" else self._goal_distance(before) - self._goal_distance(self.player)
+        progress = 0 if tile == "H" else self._goal_distance[before] - self._goal_distance[self.player]
         return StepOutcome(
             reward={"G": 1.0, "H": self.config.hole_penalty}.get(tile, 0.0) + self.config.progress_reward * progress,
             terminated=tile in "GH",
             effective=self.player != before,
         )
-
-    def _goal_distance(self, cell: tuple[int, int]) -> int:
-        """Manhattan distance from ``cell`` to the nearest goal (progress_reward's measure)."""
-        return min(abs(r - cell[0]) + abs(c - cell[1])
-                   for r, row in enumerate(self.desc) for c, letter in enumerate(row) if letter == "G")
 
     def is_success(self) -> bool:
         return bool(self.desc) and self.desc[self.player[0]][self.player[1]] == "G"
