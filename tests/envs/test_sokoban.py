@@ -207,3 +207,33 @@ def test_progress_reward_pays_each_cell_of_work_saved_and_a_round_trip_nets_noth
     assert room().step("<answer>Down</answer>")[1] == pytest.approx(-0.1)  # off by default, as in ROLL
     with pytest.raises(ValueError, match="progress_reward"):
         make_env("sokoban", progress_reward="high")
+
+
+def test_path_progress_pays_moves_of_a_shortest_solution_and_nothing_once_the_room_is_lost():
+    def room(**config):
+        """As above: row 1 "#P___#", row 2 "#_X_O#", rows 3-4 floor; a shortest solution is Down, Right,
+        Right (3 moves)."""
+        env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=50, progress_reward=0.2, **config)
+        env.reset(seed=0)
+        env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+        env.targets, env.player, env.boxes = frozenset({16}), 7, frozenset({14})
+        return env
+
+    def rewards(env, moves):
+        return [env.step(f"<answer>{move}</answer>")[1] for move in moves]
+
+    # Right puts the player above the box: one cell nearer it (Manhattan pays) but one move further
+    # from the push position (4 moves left instead of 3: path charges)
+    assert rewards(room(), ["Right"]) == pytest.approx([-0.1 + 0.2])
+    assert rewards(room(progress_measure="path"), ["Right", "Left"]) == pytest.approx([-0.1 - 0.2, -0.1 + 0.2])
+    env = room(progress_measure="path")
+    assert env.moves_left() == 3
+    lost = rewards(env, ["Down", "Down", "Right", "Up", "Left"])
+    # beside the box (2 left), below that (3), below the box (4); Up pushes it against the top wall,
+    # where it can never reach the target's row: no progress for that move or any after it
+    assert lost == pytest.approx([-0.1 + 0.2, -0.1 - 0.2, -0.1 - 0.2, -0.1, -0.1])
+    assert env.moves_left() is None
+    assert rewards(room(progress_measure="path"), ["Down", "Right", "Right"]) == pytest.approx(
+        [-0.1 + 0.2, -0.1 + 0.2, -0.1 + 0.2 + 1.0 + 10.0])
+    with pytest.raises(ValueError, match="progress_measure.*'manhattan'"):
+        make_env("sokoban", progress_measure="solver")

@@ -56,6 +56,14 @@ def require_cell_separator(value: Any) -> None:
         raise config_error("cell_separator", f"expected a one-line string such as ' ', got {value!r}")
 
 
+PROGRESS_MEASURES = ("manhattan", "path")  # the grid envs' progress_measure: see their configs
+
+
+def require_progress_measure(value: Any) -> None:
+    if value not in PROGRESS_MEASURES:
+        raise config_error("progress_measure", f"expected one of {list(PROGRESS_MEASURES)}, got {value!r}")
+
+
 def int_keyed_lookup(value: Any, field_name: str, expected_keys: Optional[list[int]] = None) -> dict[int, str]:
     """Normalise a YAML lookup table such as ``grid_lookup: {0: "#", 1: "_"}``: keys may arrive as
     ints or digit strings; every expected key must be present and the strings must be distinct

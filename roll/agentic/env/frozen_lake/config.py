@@ -13,12 +13,12 @@ from roll.agentic.env.base import (
     require_cell_separator,
     require_int,
     require_number,
+    require_progress_measure,
 )
 
 # Cell codes used by grid_lookup (ROLL's numbering).
 PLAYER, FROZEN, HOLE, GOAL, PLAYER_IN_HOLE, PLAYER_ON_GOAL = range(6)
 MAP_CHARS = "SFHG"  # gymnasium's map letters: Start, Frozen, Hole, Goal
-PROGRESS_MEASURES = ("manhattan", "path")
 
 
 @dataclass
@@ -98,8 +98,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
-        if self.progress_measure not in PROGRESS_MEASURES:
-            raise config_error("progress_measure", f"expected one of {list(PROGRESS_MEASURES)}, got {self.progress_measure!r}")
+        require_progress_measure(self.progress_measure)
         require_number(self.hole_penalty, "hole_penalty")
         self.hole_penalty = float(self.hole_penalty)
 

@@ -13,6 +13,7 @@ from roll.agentic.env.base import (
     require_cell_separator,
     require_int,
     require_number,
+    require_progress_measure,
 )
 
 # Cell codes used by grid_lookup (ROLL's and gym-sokoban's numbering).
@@ -37,7 +38,11 @@ class SokobanEnvConfig(BaseEnvConfig):
     brings the work left closer, the work left being each box's distance to its nearest target plus the
     player's distance to the nearest box off its target (to standing next to it): stepping towards the
     box earns it, pushing the box towards its target earns it, and stepping or pushing away costs it.
-    It is a difference of one potential, so a round trip nets nothing and the solutions do not change."""
+    It is a difference of one potential, so a round trip nets nothing and the solutions do not change.
+    progress_measure (roll's key): the work left that progress_reward counts: "manhattan" (default, the
+    sum above: walls ignored, so walking round a wall costs) or "path" (the moves of a shortest solution,
+    by the solver: every move of some shortest solution earns it, every other move costs or earns
+    nothing). A move that makes the room unsolvable earns no progress, nor does any move after it."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -63,6 +68,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     cell_separator: str = ""
     describe_surroundings: bool = False
     progress_reward: float = 0.0
+    progress_measure: str = "manhattan"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -93,3 +99,4 @@ class SokobanEnvConfig(BaseEnvConfig):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
+        require_progress_measure(self.progress_measure)

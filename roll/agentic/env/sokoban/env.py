@@ -43,6 +43,7 @@ class SokobanEnv(BaseEnv):
         self.optimal_moves = 0  # length of a shortest solution of the current room
         self._names = [self.config.action_lookup[k] for k in sorted(self.config.action_lookup)]
         self._plan: dict[tuple[int, frozenset[int]], int] = {}
+        self._moves_left: dict[tuple[int, frozenset[int]], Optional[int]] = {}  # moves_left's cache, per room
 
     def _reset(self, rng: random.Random) -> None:
         depth = min(self.config.search_depth, self.config.max_steps)
@@ -51,6 +52,7 @@ class SokobanEnv(BaseEnv):
         self.boxes, self.player = room.boxes, room.player
         self.optimal_moves = room.optimal_moves
         self._plan = {}
+        self._moves_left: dict[tuple[int, frozenset[int]], Optional[int]] = {}
 
     def action_names(self) -> list[str]:
         return list(self._names)
@@ -59,11 +61,13 @@ class SokobanEnv(BaseEnv):
         moved = push(self.fixed, self.cols, self.player, self.boxes, self._names.index(action))
         reward = STEP_REWARD
         if moved is not None:
-            before, work_before = len(self.boxes & self.targets), self.work_left()
+            before, work_before = len(self.boxes & self.targets), self._progress_distance()
             self.player, self.boxes, _ = moved
             after = len(self.boxes & self.targets)
             reward += BOX_ON_REWARD * max(after - before, 0) + BOX_OFF_REWARD * max(before - after, 0)
-            reward += self.config.progress_reward * (work_before - self.work_left())
+            work_after = self._progress_distance()
+            if work_before is not None and work_after is not None:  # else the room is lost: no progress
+                reward += self.config.progress_reward * (work_before - work_after)
         solved = self.is_success()
         if solved:
             reward += SOLVED_REWARD
@@ -141,6 +145,21 @@ class SokobanEnv(BaseEnv):
             return 0
         boxes = sum(min(self._distance(box, t) for t in self.targets) for box in loose)
         return boxes + min(self._distance(self.player, box) for box in loose) - 1
+
+    def moves_left(self) -> Optional[int]:
+        """progress_measure "path": the moves of a shortest solution from here (BFS), None when no push
+        sequence solves the room any more (a box in a corner, say; in Sokoban that is for good)."""
+        state = (self.player, self.boxes)
+        if state not in self._moves_left:
+            moves = solve(self.fixed, self.cols, self.player, self.boxes)
+            self._moves_left[state] = None if moves is None else len(moves)
+        return self._moves_left[state]
+
+    def _progress_distance(self) -> Optional[int]:
+        """The distance progress_reward pays the drop of (none computed while it is off)."""
+        if not self.config.progress_reward:
+            return 0
+        return self.moves_left() if self.config.progress_measure == "path" else self.work_left()
 
     def _distance(self, a: int, b: int) -> int:
         return abs(a // self.cols - b // self.cols) + abs(a % self.cols - b % self.cols)
