@@ -7,7 +7,8 @@ fixed move sequence, the best biased random policy and uniform random moves reac
 For FrozenLake it adds policies that do look, but only at the `describe_surroundings` line: Right or
 Down at random unless that move is a hole or the edge, else any move that is not — what an agent
 reading that line (and nothing else) can reach — and two that never back out of a dead end (Left or
-Up), among them the rule the one-board run's agent settled on.
+Up), among them the rule the one-board run's agent settled on. For Sokoban with the surroundings
+lines, one that reads only those lines: walk behind the box and push it towards its target.
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -73,10 +75,54 @@ SURROUNDINGS_READERS = {
 }
 
 
-def surroundings_policy_success(spec, seeds: list[int], horizon: int, choose=safe_right_down_at_random,
-                                samplings: int = 20) -> float:
-    """Success of a FrozenLake policy that reads only the surroundings line of the observation:
-    `choose(tile of each move, rng)` picks the move."""
+OFFSET_WORDS = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}  # Sokoban's box line
+
+
+def sokoban_offset(text: str) -> tuple[int, int]:
+    """(rows, columns) of an offset such as "1 down and 2 left" (the box line's words)."""
+    rows = cols = 0
+    for count, word in re.findall(r"(\d+) (up|down|left|right)", text):
+        rows += int(count) * OFFSET_WORDS[word][0]
+        cols += int(count) * OFFSET_WORDS[word][1]
+    return rows, cols
+
+
+def push_box_towards_target(observation: str, rng: random.Random) -> str:
+    """Sokoban, one box, from the surroundings lines alone: push the box along the row or column of
+    its target (the vertical offset first) by walking to the cell behind it, stepping towards that
+    cell on an axis whose move reaches floor or target, else any such move."""
+    lines = observation.splitlines()
+    around = surroundings(next(line for line in lines if line.startswith("Up: ")))
+    box_line = next((line for line in lines if line.startswith("Box: ")), None)
+    open_moves = [move for move, what in around.items() if what in ("floor", "target")]
+    if box_line is None:  # every box is on a target already
+        return rng.choice(open_moves or list(around))
+    from_you, from_box = box_line.removeprefix("Box: ").split("; its target: ")
+    box, target = sokoban_offset(from_you), sokoban_offset(from_box)
+    push = (1 if target[0] > 0 else -1, 0) if target[0] else (0, 1 if target[1] > 0 else -1)
+    name = {step: word.capitalize() for word, step in OFFSET_WORDS.items()}
+    behind = (box[0] - push[0], box[1] - push[1])
+    if behind == (0, 0):
+        return name[push]
+    towards = [(1 if behind[0] > 0 else -1, 0)] if behind[0] else []
+    towards += [(0, 1 if behind[1] > 0 else -1)] if behind[1] else []
+    rng.shuffle(towards)
+    return next((name[step] for step in towards if name[step] in open_moves), None) or rng.choice(open_moves or list(around))
+
+
+def surroundings(line: str) -> dict[str, str]:
+    """A surroundings line ("Left: edge, Down: hole, ...") as move -> what that move reaches."""
+    return dict(part.split(": ") for part in line.rstrip(".").split(", "))
+
+
+def reading_last_line(choose):
+    """A FrozenLake reader: ``choose`` gets the surroundings line, the observation's last line."""
+    return lambda observation, rng: choose(surroundings(observation.splitlines()[-1]), rng)
+
+
+def reader_success(spec, seeds: list[int], horizon: int, choose, samplings: int = 20) -> float:
+    """Success of a policy that reads the observation with describe_surroundings on:
+    `choose(observation, rng)` picks the move."""
     from roll.agentic.env.registry import make_env
 
     env = make_env(spec.env_type, **{**spec.env_config, "describe_surroundings": True})
@@ -86,8 +132,7 @@ def surroundings_policy_success(spec, seeds: list[int], horizon: int, choose=saf
             rng = random.Random(sampling)
             observation, _ = env.reset(seed=seed)
             for _ in range(horizon):
-                around = dict(part.split(": ") for part in observation.splitlines()[-1].rstrip(".").split(", "))
-                observation, _, terminated, truncated, _ = env.step(env.format_answer(choose(around, rng)))
+                observation, _, terminated, truncated, _ = env.step(env.format_answer(choose(observation, rng)))
                 if terminated or truncated:
                     break
             solved += env.is_success()
@@ -128,7 +173,11 @@ def main(argv: list[str]) -> int:
         if spec.env_type == "frozen_lake":
             print("  policies that read only the surroundings line (not map-blind):")
             for name, choose in SURROUNDINGS_READERS.items():
-                print(f"    {surroundings_policy_success(spec, seeds, horizon, choose):.3f}  {name}")
+                print(f"    {reader_success(spec, seeds, horizon, reading_last_line(choose)):.3f}  {name}")
+        elif spec.env_type == "sokoban" and spec.env_config.get("num_boxes", 1) == 1:
+            print("  a policy that reads only the surroundings lines (not map-blind):")
+            print(f"    {reader_success(spec, seeds, horizon, push_box_towards_target):.3f}  "
+                  "walks behind the box and pushes it towards its target")
     return 0
 
 

@@ -103,6 +103,28 @@ def test_map_blind_script_finds_the_maps_the_runs_play():
     assert episode_maps(holes) == {"FrozenLakeCPU": [(42 * 1_000_003 + 7_777_777 + k) % 2**31 for k in range(64)]}
 
 
+def test_sokoban_line_reader_walks_behind_the_box_and_pushes():
+    """benchmarks/map_blind_baselines.py's Sokoban reader, on hand-written surroundings lines."""
+    import random
+
+    from benchmarks.map_blind_baselines import push_box_towards_target
+
+    def move(around, box_line):
+        return push_box_towards_target(f"# # #\n{around}\n{box_line}", random.Random(0))
+
+    open_all = "Up: floor, Down: floor, Left: floor, Right: box (can push)."
+    assert move(open_all, "Box: 1 right from you; its target: 2 right from the box.") == "Right"
+    # the target is below the box: the push comes from above it, one row up from the player
+    assert move(open_all, "Box: 1 right from you; its target: 1 down from the box.") == "Up"
+    # behind the box is 2 down and 1 left of the player; Down is a wall, so it steps Left first
+    walled = "Up: floor, Down: wall, Left: floor, Right: floor."
+    assert move(walled, "Box: 2 down from you; its target: 1 right from the box.") == "Left"
+    # both moves towards that cell are walls: any open move, never into a wall
+    boxed_in = "Up: floor, Down: wall, Left: wall, Right: floor."
+    assert {push_box_towards_target(f"#\n{boxed_in}\nBox: 2 down from you; its target: 1 right from the box.",
+                                    random.Random(seed)) for seed in range(20)} == {"Up", "Right"}
+
+
 @pytest.mark.parametrize("name", ["agent_val_sokoban", "agent_val_sokoban_memoryless"])
 def test_sokoban_instruction_names_every_symbol_the_board_shows(name):
     config = load_agentic_config(CPU_DIR, name, overrides=["pretrain=tiny-random-qwen2"])
