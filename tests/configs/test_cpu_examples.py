@@ -125,6 +125,29 @@ def test_sokoban_line_reader_walks_behind_the_box_and_pushes():
                                     random.Random(seed)) for seed in range(20)} == {"Up", "Right"}
 
 
+def test_agent_moves_reads_an_episode_against_its_surroundings_lines():
+    """benchmarks/agent_moves.py on boards from the real env: into the dead end at (0,2) (Right is a
+    hole, Down is a hole), a reply with no move, back out twice, then down and across to the goal."""
+    from benchmarks.agent_moves import move_report
+
+    env = make_env("frozen_lake", desc=["SFFH", "FHHF", "FFFF", "HFFG"], is_slippery=False, max_steps=20,
+                   describe_surroundings=True)
+    board, _ = env.reset(seed=0)
+    turns = []
+    for move in ["Right", "Right", None, "Left", "Left", "Down", "Down", "Right", "Right", "Down", "Right"]:
+        turns.append({"board": board, "action": move, "valid": move is not None})
+        board = env.step(f"<answer>{move}</answer>" if move else "no move")[0]
+    assert env.is_success()
+    report = move_report([{"step_index": 0, "env_metrics": {"success": 1.0}, "turns": turns}])
+    assert report["moves"] == {"Right": 5, "Left": 2, "Down": 3, "invalid": 1}
+    assert report["valid moves read"] == 10
+    # the rule (Right if safe, else Down if safe) agrees at (0,0), (0,1), (1,0), (2,0), (2,1), (3,2)
+    assert report["share the Right-first rule makes"] == pytest.approx(0.6)
+    assert report["share into a hole or the edge"] == 0.0
+    assert report["Right and Down both safe"] == {"Right": 2, "Down": 2}  # (0,0) twice, (2,1), (2,2)
+    assert report["dead ends (neither safe)"] == {"backs out": 1}  # the Left at (0,2)
+
+
 @pytest.mark.parametrize("name", ["agent_val_sokoban", "agent_val_sokoban_memoryless"])
 def test_sokoban_instruction_names_every_symbol_the_board_shows(name):
     config = load_agentic_config(CPU_DIR, name, overrides=["pretrain=tiny-random-qwen2"])
