@@ -211,6 +211,10 @@ def test_path_progress_charges_the_way_into_a_dead_end_and_pays_the_way_out():
     path.reset(seed=0)
     path.step("<answer>Down</answer>")
     assert path.step("<answer>Right</answer>")[1] == 0.0  # a hole earns no progress
+    walled_off = make_env("frozen_lake", desc=["SFH", "HHF", "FFG"], is_slippery=False, progress_reward=0.1,
+                          progress_measure="path")
+    walled_off.reset(seed=0)
+    assert walled_off.step("<answer>Right</answer>")[1] == 0.0  # no path to G anywhere: no progress, no error
     with pytest.raises(ValueError, match="progress_measure.*'path'"):
         make_env("frozen_lake", progress_measure="bfs")
 

@@ -55,7 +55,7 @@ def shortest_path_moves(desc: list[str], start: tuple[int, int]) -> Optional[lis
 def goal_distances(desc: list[str], measure: str) -> dict[tuple[int, int], int]:
     """Distance from every non-hole cell to the nearest goal: "manhattan" ignores holes, "path" counts
     the moves of a shortest hole-free path (BFS from the goals). Cells cut off from every goal are left
-    out; the player never reaches one, as every map connects S to a goal."""
+    out (generated maps connect S to a goal; a ``desc`` need not)."""
     rows, cols = len(desc), len(desc[0])
     goals = [(r, c) for r in range(rows) for c in range(cols) if desc[r][c] == "G"]
     if measure == "manhattan":
@@ -133,7 +133,10 @@ class FrozenLakeEnv(BaseEnv):
         before = self.player
         self.player = (min(max(before[0] + dr, 0), rows - 1), min(max(before[1] + dc, 0), cols - 1))
         tile = self.desc[self.player[0]][self.player[1]]
-        progress = 0 if tile == "H" else self._goal_distance[before] - self._goal_distance[self.player]
+        distance = self._goal_distance
+        # no progress into a hole, nor on a map of your own (desc) whose start is cut off from the goal
+        reachable = tile != "H" and before in distance and self.player in distance
+        progress = distance[before] - distance[self.player] if reachable else 0
         return StepOutcome(
             reward={"G": 1.0, "H": self.config.hole_penalty}.get(tile, 0.0) + self.config.progress_reward * progress,
             terminated=tile in "GH",
