@@ -23,17 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.map_blind_baselines import right_then_down_no_backing, surroundings  # noqa: E402
+
 SAFE = ("frozen", "goal")
-
-
-def right_first_rule(around: dict[str, str]) -> str:
-    return next((move for move in ("Right", "Down") if around[move] in SAFE), "Right")
 
 
 def surroundings_of(board: str) -> dict[str, str] | None:
     """The move -> tile of the board's last line, or None when the board has no surroundings line."""
-    from benchmarks.map_blind_baselines import surroundings
-
     last = board.splitlines()[-1]
     return surroundings(last) if last.startswith("Left: ") else None
 
@@ -52,7 +48,7 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
                 continue
             read += 1
             action = turn["action"]
-            ruled += action == right_first_rule(around)
+            ruled += action == right_then_down_no_backing(around, rng=None)  # deterministic: no rng used
             unsafe += around[action] not in SAFE
             if around["Right"] in SAFE and around["Down"] in SAFE:
                 both_safe[action] += 1

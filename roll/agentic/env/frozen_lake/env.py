@@ -31,9 +31,16 @@ def has_path(desc: list[str]) -> bool:
     return shortest_path_moves(desc, _find(desc, "S")) is not None
 
 
+def open_neighbours(desc: list[str], cell: tuple[int, int]):
+    """(move index, cell) for each move from ``cell`` that stays on the map and does not enter a hole."""
+    for move, (dr, dc) in enumerate(MOVES):
+        r, c = cell[0] + dr, cell[1] + dc
+        if 0 <= r < len(desc) and 0 <= c < len(desc[0]) and desc[r][c] != "H":
+            yield move, (r, c)
+
+
 def shortest_path_moves(desc: list[str], start: tuple[int, int]) -> Optional[list[int]]:
     """BFS over the map: the move indices of a shortest hole-free path from ``start`` to a goal."""
-    rows, cols = len(desc), len(desc[0])
     parent: dict[tuple[int, int], Optional[tuple[tuple[int, int], int]]] = {start: None}
     queue = deque([start])
     while queue:
@@ -44,9 +51,8 @@ def shortest_path_moves(desc: list[str], start: tuple[int, int]) -> Optional[lis
                 cell, move = parent[cell]
                 moves.append(move)
             return moves[::-1]
-        for move, (dr, dc) in enumerate(MOVES):
-            nxt = (cell[0] + dr, cell[1] + dc)
-            if 0 <= nxt[0] < rows and 0 <= nxt[1] < cols and nxt not in parent and desc[nxt[0]][nxt[1]] != "H":
+        for move, nxt in open_neighbours(desc, cell):
+            if nxt not in parent:
                 parent[nxt] = (cell, move)
                 queue.append(nxt)
     return None
@@ -65,9 +71,8 @@ def goal_distances(desc: list[str], measure: str) -> dict[tuple[int, int], int]:
     queue = deque(goals)
     while queue:
         cell = queue.popleft()
-        for dr, dc in MOVES:
-            nxt = (cell[0] + dr, cell[1] + dc)
-            if 0 <= nxt[0] < rows and 0 <= nxt[1] < cols and nxt not in distance and desc[nxt[0]][nxt[1]] != "H":
+        for _, nxt in open_neighbours(desc, cell):
+            if nxt not in distance:
                 distance[nxt] = distance[cell] + 1
                 queue.append(nxt)
     return distance

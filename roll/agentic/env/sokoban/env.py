@@ -52,7 +52,7 @@ class SokobanEnv(BaseEnv):
         self.boxes, self.player = room.boxes, room.player
         self.optimal_moves = room.optimal_moves
         self._plan = {}
-        self._moves_left: dict[tuple[int, frozenset[int]], Optional[int]] = {}
+        self._moves_left = {}
 
     def action_names(self) -> list[str]:
         return list(self._names)
