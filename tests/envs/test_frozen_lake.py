@@ -163,6 +163,24 @@ def test_map_seed_fixes_the_map_for_every_episode():
     assert len({env.reset(seed=s)[0] for s in range(20)}) == 1
 
 
+def test_random_start_draws_every_cell_that_can_reach_the_goal_and_no_other():
+    # (0, 3) is frozen but walled in by holes; (1, 3) is a hole; (2, 3) is the goal
+    desc = ["SFHF", "FFFH", "HFFG"]
+    can_reach = {(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (2, 1), (2, 2)}
+    env = make_env("frozen_lake", desc=desc, is_slippery=False, random_start=True, cell_separator=" ")
+    starts = {}
+    for seed in range(200):
+        observation, _ = env.reset(seed=seed)
+        starts[seed] = env.player
+        assert observation.splitlines()[env.player[0]].split(" ")[env.player[1]] == "P"
+    assert set(starts.values()) == can_reach
+    assert all(env.reset(seed=seed) and env.player == starts[seed] for seed in (3, 17, 150))  # the seed decides
+    env.reset(seed=next(seed for seed, cell in starts.items() if cell == (2, 2)))
+    assert env.step("<answer>Right</answer>")[1] == 1.0 and env.is_success()  # one move from the goal
+    fixed = make_env("frozen_lake", desc=desc, is_slippery=False)
+    assert all(fixed.reset(seed=seed) and fixed.player == (0, 0) for seed in range(20))  # default: S
+
+
 def test_cell_separator_and_surroundings_line_describe_the_board():
     env = make_env("frozen_lake", desc=["SFH", "HFF", "FFG"], is_slippery=False,
                    cell_separator=" ", describe_surroundings=True)
@@ -254,7 +272,7 @@ def test_hole_penalty_costs_only_the_move_that_falls_in():
 
 @pytest.mark.parametrize("key, value", [("cell_separator", "\n"), ("describe_surroundings", "yes"),
                                         ("progress_reward", "0.1"), ("ineffective_penalty", "-0.1"),
-                                        ("hole_penalty", "-1")])
+                                        ("hole_penalty", "-1"), ("random_start", "yes")])
 def test_bad_observation_and_reward_options_name_the_key(key, value):
     with pytest.raises(ValueError, match=key):
         make_env("frozen_lake", **{key: value})

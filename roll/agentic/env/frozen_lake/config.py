@@ -44,6 +44,11 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     progress_measure: the distance progress_reward counts: "manhattan" (rows + columns, holes ignored)
         or "path" (moves of the shortest hole-free path). With "path" a move into a dead end costs
         and the move back out of it pays, where Manhattan distance charges the way out.
+    random_start: start each episode on a cell drawn at random (with the episode's seed) among the
+        frozen cells that have a hole-free path to the goal, instead of on S; the map is unchanged.
+        Monte Carlo's "exploring starts": training meets the cells a fixed start rarely reaches (dead
+        ends whose only way out is Left or Up) while the policy is still broad enough to try the way out.
+        For training envs; keep validation on S to compare with the map-blind baselines.
     hole_penalty: added to the reward of the move that falls into a hole (negative to punish it).
         Without it a fall only loses the rewards that would have followed, a weak signal for the one
         turn whose reply caused it; step-wise credit (GiGPO) compares that turn with its alternatives."""
@@ -71,6 +76,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     describe_surroundings: bool = False
     progress_reward: float = 0.0
     progress_measure: str = "manhattan"
+    random_start: bool = False
     hole_penalty: float = 0.0
 
     def __post_init__(self) -> None:
@@ -96,6 +102,8 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         require_cell_separator(self.cell_separator)
         if not isinstance(self.describe_surroundings, bool):
             raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
+        if not isinstance(self.random_start, bool):
+            raise config_error("random_start", f"expected true/false, got {self.random_start!r}")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)

@@ -78,6 +78,11 @@ def goal_distances(desc: list[str], measure: str) -> dict[tuple[int, int], int]:
     return distance
 
 
+def start_cells(desc: list[str]) -> list[tuple[int, int]]:
+    """random_start's choices: the non-goal cells with a hole-free path to a goal, in row order."""
+    return sorted(cell for cell, distance in goal_distances(desc, "path").items() if distance > 0)
+
+
 def generate_map(size: int, p: float, rng: random.Random) -> list[str]:
     """A size x size map, S top-left and G bottom-right, each other tile frozen with probability p,
     redrawn until G is reachable (so every map is solvable)."""
@@ -123,6 +128,8 @@ class FrozenLakeEnv(BaseEnv):
         else:
             self.desc = generate_map(cfg.size, cfg.p, rng)
         self.player = _find(self.desc, "S")
+        if cfg.random_start:
+            self.player = rng.choice(start_cells(self.desc))
         self._goal_distance = goal_distances(self.desc, self.config.progress_measure)
         self._rng = rng  # the slips of this episode continue the seed's stream
 
