@@ -45,6 +45,7 @@ class StepCreditOptions:
     step_reward_gamma: float = 0.95
     episode_reward_weight: float = 1.0
     step_reward_weight: float = 1.0
+    cap_idle_turn_advantage: bool = False
     norm_method: str = "mean_std"
     norm_mean_type: str | None = None
     norm_std_type: str | None = None
@@ -93,12 +94,27 @@ def anchor_groups(group_ids: Sequence[Hashable], state_keys: Sequence[Hashable])
     return list(zip(group_ids, state_keys))
 
 
+def idle_turns(traj_ids: Sequence[Hashable], turns: Sequence[int], state_keys: Sequence[Hashable]) -> Tensor:
+    """`[B]` bool: the turns after which the env state did not change — the next turn of the same
+    episode acted in the same state (a reply the env rejected, a walk into a wall). A turn whose next
+    turn is not in the batch (the episode's last) is not idle."""
+    state_at = {(traj, turn): key for traj, turn, key in zip(traj_ids, turns, state_keys)}
+    return torch.tensor([state_at.get((traj, turn + 1), object()) == key
+                         for traj, turn, key in zip(traj_ids, turns, state_keys)], dtype=torch.bool)
+
+
 def gigpo_rewards(scores: Tensor, returns: Tensor, traj_ids: Sequence[Hashable], group_ids: Sequence[Hashable],
-                  state_keys: Sequence[Hashable], options: StepCreditOptions) -> tuple[Tensor, Tensor, Tensor]:
-    """(w_e · Â_episode + w_s · Â_step, Â_episode, Â_step), each `[B]` float64 (module docstring)."""
+                  state_keys: Sequence[Hashable], options: StepCreditOptions,
+                  turns: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """(w_e · Â_episode + w_s · Â_step, Â_episode, Â_step), each `[B]` float64 (module docstring).
+    With `cap_idle_turn_advantage` an idle turn (idle_turns) gets at most 0: what its episode earned
+    later, the turns after it earned from the state it left unchanged."""
     episode = episode_normalized(scores, traj_ids, group_ids, options)
     step = options.normalize(returns.to(torch.float64), anchor_groups(group_ids, state_keys))
-    return options.episode_reward_weight * episode + options.step_reward_weight * step, episode, step
+    combined = options.episode_reward_weight * episode + options.step_reward_weight * step
+    if options.cap_idle_turn_advantage:
+        combined = torch.where(idle_turns(traj_ids, turns, state_keys), combined.clamp(max=0.0), combined)
+    return combined, episode, step
 
 
 def response_segments(response_mask: Tensor) -> Tensor:
@@ -156,7 +172,8 @@ def gigpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
     options = StepCreditOptions.from_options(inputs.options)
     returns = step_returns(meta["step_rewards"], meta["step_index"], options.step_reward_gamma)
     scores = torch.tensor([float(sum(r)) for r in meta["step_rewards"]], dtype=torch.float64)
-    combined, _, _ = gigpo_rewards(scores, returns, meta["traj_id"], meta["traj_group_id"], meta["state_key"], options)
+    combined, _, _ = gigpo_rewards(scores, returns, meta["traj_id"], meta["traj_group_id"], meta["state_key"], options,
+                                   meta["step_index"])
     return _reinforce_on(inputs, combined)
 
 
@@ -204,7 +221,7 @@ def traj_gigpo_estimator(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
             scores.append(float(sum(rewards)))
             returns.append(discounted_step_return(rewards, t, options.step_reward_gamma))
     combined, _, _ = gigpo_rewards(torch.tensor(scores, dtype=torch.float64), torch.tensor(returns, dtype=torch.float64),
-                                   rows, groups, states, options)
+                                   rows, groups, states, options, turns)
     per_turn = torch.zeros(segments.shape[0], int(segments.max()) + 1 if segments.numel() else 1, dtype=torch.float64)
     per_turn[rows, turns] = combined
     mask = inputs.response_mask

@@ -24,11 +24,11 @@ EPISODES = {"e1": (["A", "B", "C"], [0.0, 0.0, 1.0]), "e2": (["A", "B", "D"], [0
             "e3": (["A", "D"], [0.0, 0.0])}
 
 
-def step_batch(group: str = "g0"):
+def step_batch(group: str = "g0", episodes: dict = EPISODES):
     """8 step samples, each 2 prompt tokens then 2 response tokens; the pipeline's episode reward
     (here the raw score) sits on each last response token."""
     meta = {"traj_id": [], "traj_group_id": [], "step_index": [], "state_key": [], "step_rewards": []}
-    for traj, (states, rewards) in EPISODES.items():
+    for traj, (states, rewards) in episodes.items():
         for t, state in enumerate(states):
             meta["traj_id"].append(traj)
             meta["traj_group_id"].append(group)
@@ -127,14 +127,15 @@ def test_step_estimators_refuse_whole_trajectories():
             compute_advantages(name, token_rewards, mask, 1.0, 0.95, response_level_rewards=scores, meta=meta)
 
 
-def episode_batch():
+def episode_batch(episodes: dict = EPISODES):
     """The same three episodes as whole-episode rows: per turn 2 observation tokens then 2 reply
     tokens (e3 right-padded), the raw score on each row's last reply token."""
-    meta = {"traj_group_id": ["g0"] * 3, "step_rewards": [], "turn_state_keys": []}
-    mask = torch.zeros(3, 12)
-    scores = torch.zeros(3)
-    token_rewards = torch.zeros(3, 12)
-    for row, (states, rewards) in enumerate(EPISODES.values()):
+    rows, width = len(episodes), 4 * max(len(states) for states, _ in episodes.values())
+    meta = {"traj_group_id": ["g0"] * rows, "step_rewards": [], "turn_state_keys": []}
+    mask = torch.zeros(rows, width)
+    scores = torch.zeros(rows)
+    token_rewards = torch.zeros(rows, width)
+    for row, (states, rewards) in enumerate(episodes.values()):
         meta["step_rewards"].append(rewards)
         meta["turn_state_keys"].append(states)
         for t in range(len(states)):
@@ -160,6 +161,29 @@ def test_traj_gigpo_gives_each_turn_of_a_row_its_step_samples_gigpo_advantage():
     # γ = 1: each reply token also gets the KL penalties of itself and every later reply token
     later = torch.flip(torch.cumsum(torch.flip(kl, [1]), 1), [1])
     assert torch.allclose(with_kl[mask != 0], (adv + later)[mask != 0], atol=1e-6)
+
+
+# e1 stays in A for a turn (a rejected reply: -0.1), then walks A -> B -> goal; e2 walks A -> C and fails
+IDLE_EPISODES = {"e1": (["A", "A", "B"], [-0.1, 0.0, 1.0]), "e2": (["A", "C"], [0.0, 0.0])}
+# by hand, γ_s = 0.5, method mean: scores 0.9, 0 -> episode term 0.45, -0.45; step returns e1 0.15, 0.5, 1,
+# e2 0, 0; anchor A = (0.15, 0.5, 0), mean 0.65/3; B, C alone -> 0
+IDLE_UNCAPPED = [0.45 + 0.15 - 0.65 / 3, 0.45 + 0.5 - 0.65 / 3, 0.45, -0.45 - 0.65 / 3, -0.45]
+
+
+@pytest.mark.parametrize("cap", [False, True])
+def test_cap_idle_turn_advantage_takes_the_episodes_credit_from_the_turn_that_changed_nothing(cap):
+    options = {"step_reward_gamma": 0.5, "norm_method": "mean", "cap_idle_turn_advantage": cap}
+    # only e1's first turn is idle: its next turn acted in the same state; e2's first turn moved to C
+    expected = [0.0 if cap else IDLE_UNCAPPED[0]] + IDLE_UNCAPPED[1:]
+    meta, mask, token_rewards, scores = step_batch(episodes=IDLE_EPISODES)
+    adv, _ = compute_advantages("gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores, meta=meta,
+                                options=options)
+    assert adv[:, 3].tolist() == pytest.approx(expected, abs=1e-6)
+    meta, mask, token_rewards, scores = episode_batch(IDLE_EPISODES)
+    adv, _ = compute_advantages("traj_gigpo", token_rewards, mask, 1.0, 0.95, response_level_rewards=scores,
+                                meta=meta, options=options)
+    assert [float(adv[0, 3]), float(adv[0, 7]), float(adv[0, 11]), float(adv[1, 3]), float(adv[1, 7])] == \
+        pytest.approx(expected, abs=1e-6)
 
 
 def test_traj_gigpo_refuses_step_samples_and_rows_whose_turns_do_not_match():

@@ -35,6 +35,7 @@ def test_a_roll_key_without_effect_loads_with_one_warning(caplog):
                             "traj_env_manager.TrajEnvManager, which makes one sample per episode"),
     ("++batch_adjust_mode=copies", "batch_adjust_mode: 'copies' is not one of"),
     ("++step_reward_gamma=1.5", "step_reward_gamma must be in"),
+    ("++cap_idle_turn_advantage=true", "cap_idle_turn_advantage caps GiGPO's per-turn advantages, but adv_estimator"),
     ("++actor_infer.generating_args.num_beams=4", "num_beams: 4 is not supported: beam search"),
 ])
 def test_a_value_roll_cannot_honour_is_refused_by_name(override, message):

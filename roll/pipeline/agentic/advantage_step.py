@@ -85,7 +85,7 @@ def estimator_options(config: "BaseConfig") -> dict:
     norm = config.reward_normalization
     options = {"norm_method": norm.method, "norm_mean_type": norm.norm_mean_type, "norm_std_type": norm.norm_std_type,
                "norm_grouping": norm.grouping}
-    for key in ("step_reward_gamma", "episode_reward_weight", "step_reward_weight"):
+    for key in ("step_reward_gamma", "episode_reward_weight", "step_reward_weight", "cap_idle_turn_advantage"):
         if hasattr(config, key):
             options[key] = getattr(config, key)
     return options

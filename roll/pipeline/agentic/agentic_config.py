@@ -110,6 +110,9 @@ class AgenticConfig(BaseConfig):
     step_reward_gamma: float = 0.95  # discount of the per-turn env rewards in a step return
     episode_reward_weight: float = 1.0  # GiGPO: weight of the episode-level group advantage
     step_reward_weight: float = 1.0  # GiGPO: weight of the step-level anchor-state advantage
+    # GiGPO: a turn that left the env state unchanged (a rejected reply, a walk into a wall) gets an
+    # advantage of at most 0 instead of a share of what its episode earned later (docs/algorithms.md)
+    cap_idle_turn_advantage: bool = False
     # Make the number of training samples a multiple of actor_train's optimizer batch (mini_batch_size
     # × ranks): copy | delete | auto | random_sample (batch_adjust.py); None trains on every sample as
     # it is (the last mini-batch may be smaller). Step-wise rollouts give a varying count.
