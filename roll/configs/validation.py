@@ -108,8 +108,6 @@ def _check_step_credit(config: "AgenticConfig") -> None:
         raise ConfigError(f"batch_adjust_mode: {config.batch_adjust_mode!r} is not one of {list(BATCH_ADJUST_MODES)}."
                           f"{did_you_mean(str(config.batch_adjust_mode), [m for m in BATCH_ADJUST_MODES if m])}")
     _require(0.0 <= config.step_reward_gamma <= 1.0, f"step_reward_gamma must be in [0, 1], got {config.step_reward_gamma}")
-    _require(isinstance(config.cap_idle_turn_advantage, bool),
-             f"cap_idle_turn_advantage must be true or false, got {config.cap_idle_turn_advantage!r}")
     _require(not config.cap_idle_turn_advantage or config.adv_estimator in ("gigpo", "traj_gigpo"),
              f"cap_idle_turn_advantage caps GiGPO's per-turn advantages, but adv_estimator is "
              f"{config.adv_estimator!r}; use adv_estimator: gigpo (step samples) or traj_gigpo, or drop the key")

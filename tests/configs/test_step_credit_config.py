@@ -35,3 +35,13 @@ def test_traj_gigpo_loads_with_the_trajectory_manager_and_refuses_a_step_wise_on
     with pytest.raises(ConfigError, match="traj_gigpo gives each turn of a whole-episode sample its own advantage, "
                                           "but custom_envs.FrozenLakeCPU.env_manager_cls is .*StepEnvManager"):
         load_agentic_config(*CPU, overrides=["adv_estimator=traj_gigpo", STEP[1]])
+
+
+def test_cap_idle_turn_advantage_reaches_the_estimator_options_with_gigpo():
+    from roll.pipeline.agentic.advantage_step import estimator_options
+
+    config = load_agentic_config(*CPU, overrides=[*STEP, "cap_idle_turn_advantage=true"])
+    assert estimator_options(config)["cap_idle_turn_advantage"] is True
+    assert estimator_options(load_agentic_config(*CPU, overrides=STEP))["cap_idle_turn_advantage"] is False
+    with pytest.raises(ConfigError, match="cap_idle_turn_advantage: expected true or false, got 'yes'"):
+        load_agentic_config(*CPU, overrides=[*STEP, "cap_idle_turn_advantage=yes"])
