@@ -45,6 +45,12 @@ def require_int(value: Any, field_name: str, minimum: Optional[int] = None) -> N
         raise config_error(field_name, f"must be >= {minimum}, got {value}")
 
 
+def require_bool(value: Any, field_name: str) -> None:
+    """A YAML true/false (the string "yes" or the number 1 is a mistake)."""
+    if not isinstance(value, bool):
+        raise config_error(field_name, f"expected true/false, got {value!r}")
+
+
 def require_number(value: Any, field_name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise config_error(field_name, f"expected a number, got {value!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roll.agentic.env.base import BaseEnvConfig, config_error, require_int, require_number
+from roll.agentic.env.base import BaseEnvConfig, config_error, require_bool, require_int, require_number
 
 
 @dataclass
@@ -30,6 +30,5 @@ class CountdownEnvConfig(BaseEnvConfig):
         require_int(self.min_number, "min_number", minimum=1)
         require_int(self.max_number, "max_number", minimum=self.min_number)
         require_int(self.max_target, "max_target", minimum=1)
-        if not isinstance(self.use_all_numbers, bool):
-            raise config_error("use_all_numbers", f"expected true/false, got {self.use_all_numbers!r}")
+        require_bool(self.use_all_numbers, "use_all_numbers")
         require_number(self.wrong_answer_reward, "wrong_answer_reward")

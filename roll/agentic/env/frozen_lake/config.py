@@ -10,6 +10,7 @@ from roll.agentic.env.base import (
     check_vocab,
     config_error,
     int_keyed_lookup,
+    require_bool,
     require_cell_separator,
     require_int,
     require_number,
@@ -85,8 +86,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         require_number(self.p, "p")
         if not 0.0 < self.p <= 1.0:
             raise config_error("p", f"must be in (0, 1], got {self.p}")
-        if not isinstance(self.is_slippery, bool):
-            raise config_error("is_slippery", f"expected true/false, got {self.is_slippery!r}")
+        require_bool(self.is_slippery, "is_slippery")
         if self.map_seed is not None:
             require_int(self.map_seed, "map_seed")
         if self.desc is not None:
@@ -100,10 +100,8 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
         require_cell_separator(self.cell_separator)
-        if not isinstance(self.describe_surroundings, bool):
-            raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
-        if not isinstance(self.random_start, bool):
-            raise config_error("random_start", f"expected true/false, got {self.random_start!r}")
+        require_bool(self.describe_surroundings, "describe_surroundings")
+        require_bool(self.random_start, "random_start")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)

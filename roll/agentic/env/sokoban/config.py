@@ -10,6 +10,7 @@ from roll.agentic.env.base import (
     check_vocab,
     config_error,
     int_keyed_lookup,
+    require_bool,
     require_cell_separator,
     require_int,
     require_number,
@@ -95,8 +96,7 @@ class SokobanEnvConfig(BaseEnvConfig):
             raise config_error("action_lookup", f"names must differ ignoring case, got {list(names.values())}")
         self.action_lookup = names
         require_cell_separator(self.cell_separator)
-        if not isinstance(self.describe_surroundings, bool):
-            raise config_error("describe_surroundings", f"expected true/false, got {self.describe_surroundings!r}")
+        require_bool(self.describe_surroundings, "describe_surroundings")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)
