@@ -327,6 +327,16 @@ def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerC
             f"{manager.num_env_groups}: the groups per tag must add up to num_env_groups (or leave "
             f"num_groups_partition out to split evenly)."
         )
+    rate = manager.random_action_rate
+    _require(not isinstance(rate, bool) and isinstance(rate, (int, float)) and 0.0 <= rate < 1.0,
+             f"{name}.random_action_rate must be a number in [0, 1) (the share of turns played by a random legal "
+             f"answer), got {rate!r}")
+    _require(name != "val_env_manager" or rate == 0.0,
+             f"val_env_manager.random_action_rate is {rate}: validation measures the policy, so it must play every "
+             f"turn itself; set random_action_rate on train_env_manager only")
+    _require(rate == 0.0 or not config.train_infer_correction.active,
+             f"{name}.random_action_rate={rate} with train_infer_correction enabled: a random turn has no generation "
+             f"log-probs to correct against, so the correction would weight or filter it by chance; disable one of them")
     if manager.generating_args is None:
         manager.generating_args = copy.deepcopy(config.actor_infer.generating_args)
 

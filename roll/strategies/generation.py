@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from roll.configs.worker_config import GeneratingArgs
 
-FINISH_REASONS = ("stop", "length")
+# "random_action": no engine generated it; the env manager played a random legal answer (random_action_rate)
+FINISH_REASONS = ("stop", "length", "random_action")
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ class GenerationResult:
     output_ids: the generated token ids `[N]`, including the eos token when generation stopped at it.
     logprobs: `[N]` the policy's raw log-probability of each generated token (before temperature,
         top-k, top-p), 0.0 where the answering server reported none.
-    finish_reason: "stop" (eos or a stop string) or "length" (max_new_tokens reached).
+    finish_reason: "stop" (eos or a stop string), "length" (max_new_tokens reached), or "random_action"
+        (the env manager's exploration, not the engine: traj_env_manager.py).
     prefilled_tokens / cached_tokens: prompt tokens computed now / reused from the session's cache.
     weight_version: the policy weights' version that generated it (-1: not a roll policy).
     exact_ids: False when the ids are a re-tokenisation of text returned by a server, not the ids

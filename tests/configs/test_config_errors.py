@@ -132,3 +132,15 @@ def test_weight_sync_buckets_under_one_mb_name_the_key_and_rolls_key_is_taken():
 def test_negative_entropy_floor_names_the_key_and_its_unit():
     message = load_error("entropy_floor=-0.1")
     assert "entropy_floor" in message and "nats" in message and "-0.1" in message
+
+
+def test_random_action_rate_is_a_training_share_below_one():
+    assert "[0, 1)" in load_error("train_env_manager.random_action_rate=1.0")
+    assert "[0, 1)" in load_error("train_env_manager.random_action_rate=-0.1")
+    message = load_error("val_env_manager.random_action_rate=0.1")
+    assert "validation measures the policy" in message and "train_env_manager" in message
+    message = load_error("train_env_manager.random_action_rate=0.1",
+                         "train_infer_correction.is_weight.enabled=true")
+    assert "random_action_rate=0.1" in message and "train_infer_correction" in message
+    config = load_agentic_config(*CPU, overrides=["train_env_manager.random_action_rate=0.1"])
+    assert config.train_env_manager.random_action_rate == 0.1

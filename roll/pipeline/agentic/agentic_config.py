@@ -73,6 +73,9 @@ class EnvManagerConfig:
     # each tag numbers its own episodes' seeds, so all tags play the same tasks (variants of one env
     # compared on the same seeds, e.g. a tool env with and without its tool); False: one numbering
     seeds_per_tag: bool = False
+    # exploration (roll's key): the share of turns where the manager plays the env's random legal answer
+    # instead of asking the policy; those turns train like sampled ones (docs/algorithms.md). Training only.
+    random_action_rate: float = 0.0
 
     @property
     def env_count(self) -> int:

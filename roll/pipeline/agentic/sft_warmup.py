@@ -12,6 +12,7 @@ only from the tool. Episodes are played by each tag's own env manager (tool mess
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from typing import Any
@@ -55,11 +56,13 @@ def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list
     warmup = config.sft_warmup
     tags = warmup.tags or config.train_env_manager.tags
     proxy = ScriptedProxy(tokenizer, warmup.policy, seed=config.seed + step)
+    # the scripted policy plays every turn: the run's exploration would replace its moves by random ones
+    manager_config = dataclasses.replace(config.train_env_manager, random_action_rate=0.0)
     trajectories = []
     for i in range(count):
         tag = tags[i % len(tags)]
         manager_cls = get_class(config.custom_envs[tag].env_manager_cls)  # the tag's own (tool messages, ...)
-        manager = manager_cls(tag, config.custom_envs[tag], config.train_env_manager, tokenizer, proxy,
+        manager = manager_cls(tag, config.custom_envs[tag], manager_config, tokenizer, proxy,
                               config.sequence_length, env_id=i)
         proxy.manager = manager
         seed = config.seed + SFT_SEED_OFFSET + step * count + i

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from roll.agentic.env import make_env
-from roll.pipeline.agentic.env_manager.traj_env_manager import EpisodeSteps, TrajEnvManager
+from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 
 TEMPLATE_FIELDS = ("env_instruction", "step_count", "history_length", "history", "current_step",
@@ -81,7 +81,7 @@ class StepEnvManager(TrajEnvManager):
         session_id = f"{self.session_prefix}-{episode_key}"
         turns: list[dict[str, Any]] = []  # per turn: tokens, messages, state_key, generated
         history: list[tuple[int, str, str]] = []
-        steps = EpisodeSteps()
+        steps = self._episode_steps()
         stop_reason = "max_steps"
         try:
             for turn in range(self.spec.max_steps):
@@ -97,6 +97,7 @@ class StepEnvManager(TrajEnvManager):
                 max_new = min(self.spec.max_tokens_per_step, self.sequence_length - len(prompt_ids))
                 request = self._request(session_id, prompt_ids, max_new, chat.messages, seed, turn)
                 result, text = self._generate_reply(chat, request, seed)
+                steps.count_reply(result)
                 tokens = TokenBuffer()
                 tokens.add_prompt(prompt_ids)
                 tokens.add_response(result.output_ids, result.logprobs, result.weight_version)

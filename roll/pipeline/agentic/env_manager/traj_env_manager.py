@@ -22,6 +22,7 @@ in `custom_envs.<tag>.env_manager_cls`; see docs/internals.md.
 
 from __future__ import annotations
 
+import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,7 +31,9 @@ from roll.agentic.env import BaseEnv, make_env
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
-from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+from roll.strategies.generation import FINISH_REASONS, GenerationRequest, GenerationResult, SamplingParams
+
+RANDOM_ACTION = FINISH_REASONS[2]  # finish_reason of a reply played by `random_action_rate`; it ends at eos
 
 
 class EnvCallTimeout(TimeoutError):
@@ -72,10 +75,17 @@ class EpisodeSteps:
     actions: list[str] = field(default_factory=list)  # the replies, as the env received them
     step_metrics: list[dict[str, float]] = field(default_factory=list)
     modes: dict[str, str] = field(default_factory=dict)  # metric name -> aggregation mode
+    random_actions: int | None = None  # turns played by random_action_rate; None: exploration is off
+
+    def count_reply(self, result: GenerationResult) -> None:
+        if self.random_actions is not None and result.finish_reason == RANDOM_ACTION:
+            self.random_actions += 1
 
     def episode_metrics(self) -> dict[str, float]:
         metrics = aggregate_metrics(self.step_metrics, self.modes)
         metrics["num_actions"] = float(len(self.actions))
+        if self.random_actions is not None:
+            metrics["random_actions"] = float(self.random_actions)
         return metrics
 
 
@@ -107,6 +117,7 @@ class TrajEnvManager:
             self.env_kwargs["format_penalty"] = manager_config.format_penalty
         self.generating_args = manager_config.generating_args
         self.env_timeout_s = manager_config.env_timeout_s
+        self.random_action_rate = manager_config.random_action_rate
         self.tokenizer, self.proxy = tokenizer, proxy
         self.sequence_length = sequence_length
         self.session_prefix = session_prefix or f"{tag}-{env_id}"
@@ -161,15 +172,37 @@ class TrajEnvManager:
         return [{"role": "system", "content": self.spec.agent_system_template}, {"role": "user", "content": first_user}]
 
     def _generate_reply(self, chat: ChatTokens, request: GenerationRequest, seed: int) -> tuple[GenerationResult, str]:
-        """The model's reply to `request`, appended to `chat` (its text is what the env gets); a
-        generation error fails the episode."""
-        try:
-            result = self.proxy.generate(request)
-        except Exception as exc:
-            raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
+        """The model's reply to `request` (or, at a `random_action_rate` turn, a random legal answer),
+        appended to `chat` (its text is what the env gets); a generation error fails the episode."""
+        result = self._random_reply(request)
+        if result is None:
+            try:
+                result = self.proxy.generate(request)
+            except Exception as exc:
+                raise EpisodeFailure("generation_error", self.tag, seed, f"{type(exc).__name__}: {exc}") from exc
         out = result.output_ids
-        stopped = result.finish_reason == "stop" and bool(out) and out[-1] == self.tokenizer.eos_token_id
+        stopped = result.finish_reason in ("stop", RANDOM_ACTION) and bool(out) and out[-1] == self.tokenizer.eos_token_id
         return result, chat.add_response(out, stopped)
+
+    def _random_reply(self, request: GenerationRequest) -> GenerationResult | None:
+        """With probability `random_action_rate` (drawn from the turn's sampling seed, so a run repeats),
+        the env's random legal answer in the env's answer format, ended by eos: exploration that reaches
+        moves the policy has stopped sampling. Its log-probs are 0.0, "none reported" (no policy sampled
+        it; the old-log-prob pass scores it for training). None: the policy answers this turn."""
+        if not self.random_action_rate:
+            return None
+        rng = random.Random(f"random_action-{request.sampling.seed}")
+        if rng.random() >= self.random_action_rate:
+            return None
+        text = self.env.format_answer(self.env.random_answer(rng), "A random move.")
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        if len(ids) > request.sampling.max_new_tokens:
+            return None  # it would not fit the turn's response budget: the policy answers
+        return GenerationResult(request_id=request.request_id, output_ids=ids, logprobs=[0.0] * len(ids),
+                                finish_reason=RANDOM_ACTION)
+
+    def _episode_steps(self) -> EpisodeSteps:
+        return EpisodeSteps(random_actions=0 if self.random_action_rate else None)
 
     def _state_key(self, seed: int) -> str:
         """The env's state before the next action (GiGPO's anchor state; BaseEnv.state_key)."""
@@ -199,7 +232,7 @@ class TrajEnvManager:
         if len(tokens) >= self.sequence_length:
             raise ValueError(f"the first prompt of env {self.tag} has {len(tokens)} tokens, not below sequence_length={self.sequence_length}")
         session_id = f"{self.session_prefix}-{episode_key}"
-        steps = EpisodeSteps()
+        steps = self._episode_steps()
         state_keys: list[str] = []  # per turn, for step credit on whole episodes (adv_estimator traj_gigpo)
         stop_reason, gen_tokens = "max_steps", 0
         try:
@@ -208,6 +241,7 @@ class TrajEnvManager:
                 max_new = min(self.spec.max_tokens_per_step, self.sequence_length - len(tokens))
                 request = self._request(session_id, tokens.input_ids, max_new, chat.messages, seed, turn)
                 result, text = self._generate_reply(chat, request, seed)
+                steps.count_reply(result)
                 tokens.add_response(result.output_ids, result.logprobs, result.weight_version)
                 gen_tokens += len(result.output_ids)
                 observation, info, ended = self._play(seed, text, steps)
