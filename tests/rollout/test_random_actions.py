@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
+from roll.configs.worker_config import GeneratingArgs
 from roll.pipeline.agentic.env_manager.step_env_manager import StepEnvManager
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import RandomProxy
@@ -15,10 +16,10 @@ POLICY_TEXT = "<answer>Stay</answer>"
 MOVES = {f"<answer>{move}</answer>" for move in ("Up", "Down", "Left", "Right")}
 
 
-def play(tokenizer, rate: float, seeds: range, manager_cls=StepEnvManager):
+def play(tokenizer, rate: float, seeds: range, manager_cls=StepEnvManager, generating_args=None):
     proxy = RandomProxy(tokenizer, answers=["Stay"], seed=0)
-    manager = manager_cls("FrozenLake", FROZEN_LAKE_SPEC, manager_config(random_action_rate=rate), tokenizer, proxy,
-                          sequence_length=4096)
+    config = manager_config(generating_args, random_action_rate=rate)
+    manager = manager_cls("FrozenLake", FROZEN_LAKE_SPEC, config, tokenizer, proxy, sequence_length=4096)
     return [manager.run_episode(seed) for seed in seeds]
 
 
@@ -52,6 +53,18 @@ def test_random_turns_are_legal_moves_at_the_set_rate_and_samples_hold_their_tok
     # the draws come from the turn's seed: the same seeds play the same turns
     again = play(tokenizer, 0.4, range(40))
     assert [s[0].actions for s in again] == [s[0].actions for s in episodes]
+
+
+def test_with_a_stop_string_random_replies_end_where_the_policy_would_stop(tiny_model_dir):
+    """Generation that stops at `</answer>` never emits eos after it, so neither does a random reply."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    episodes = play(tokenizer, 0.5, range(10), generating_args=GeneratingArgs(stop_strings=["</answer>"]))
+    random_samples = [s for samples in episodes for s in samples if s.actions[s.step_index] != POLICY_TEXT]
+    assert random_samples
+    for sample in random_samples:
+        response = sample.input_ids[sample.response_mask.index(1):]
+        assert response == tokenizer.encode(sample.actions[sample.step_index], add_special_tokens=False)
+        assert tokenizer.eos_token_id not in response
 
 
 def test_rate_zero_asks_the_policy_every_turn_and_reports_nothing(tiny_model_dir):

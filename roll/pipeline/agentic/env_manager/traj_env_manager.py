@@ -33,7 +33,7 @@ from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
 from roll.strategies.generation import FINISH_REASONS, GenerationRequest, GenerationResult, SamplingParams
 
-RANDOM_ACTION = FINISH_REASONS[2]  # finish_reason of a reply played by `random_action_rate`; it ends at eos
+RANDOM_ACTION = FINISH_REASONS[2]  # finish_reason of a reply played by `random_action_rate`
 
 
 class EnvCallTimeout(TimeoutError):
@@ -186,16 +186,20 @@ class TrajEnvManager:
 
     def _random_reply(self, request: GenerationRequest) -> GenerationResult | None:
         """With probability `random_action_rate` (drawn from the turn's sampling seed, so a run repeats),
-        the env's random legal answer in the env's answer format, ended by eos: exploration that reaches
-        moves the policy has stopped sampling. Its log-probs are 0.0, "none reported" (no policy sampled
-        it; the old-log-prob pass scores it for training). None: the policy answers this turn."""
+        the env's random legal answer in the env's answer format, ended as the policy's replies end (at
+        a stop string such as `</answer>` when the sampling has one, else by eos): exploration that
+        reaches moves the policy has stopped sampling. Its log-probs are 0.0, "none reported" (no policy
+        sampled it; the actor scores it for training). None: the policy answers this turn."""
         if not self.random_action_rate:
             return None
         rng = random.Random(f"random_action-{request.sampling.seed}")
         if rng.random() >= self.random_action_rate:
             return None
         text = self.env.format_answer(self.env.random_answer(rng), "A random move.")
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        # a stop string ends generation before eos: an eos here would teach a token the policy never emits
+        if not any(text.endswith(stop) for stop in request.sampling.stop_strings or ()):
+            ids.append(self.tokenizer.eos_token_id)
         if len(ids) > request.sampling.max_new_tokens:
             return None  # it would not fit the turn's response budget: the policy answers
         return GenerationResult(request_id=request.request_id, output_ids=ids, logprobs=[0.0] * len(ids),
