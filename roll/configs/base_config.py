@@ -85,6 +85,10 @@ class BaseConfig:
     # shortfall, measured on each micro-batch (docs/algorithms.md, "Entropy floor").
     entropy_floor: float = 0.0
     entropy_floor_coef: float = 1.0
+    # Response tokens whose entropy under the policy is below this (nats; 0: off) take no policy-gradient
+    # term: the tokens every reply shares, such as a closed tag, are not pushed by each reply's advantage
+    # (docs/algorithms.md, "Policy gradient on the tokens that choose").
+    pg_min_token_entropy: float = 0.0
     loss_agg_mode: str = "seq-mean-token-mean"
     max_grad_norm: float = 1.0
     critic_warmup: int = 0

@@ -123,9 +123,10 @@ class ActorWorker(TrainWorker):
         agg = dict(loss_agg_mode=cfg.loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=cfg.norm_length)
         is_weight, mask, correction_rates = self._train_infer_correction(batch, cfg, old_logprobs, mask, take)
         scores = take("scores") if "scores" in batch.tensors else None
-        inputs = PGInputs(logprobs, old_logprobs, take("advantages"), mask, scores)
+        pg_mask = self._choosing_tokens(cfg, entropy, mask)
+        inputs = PGInputs(logprobs, old_logprobs, take("advantages"), pg_mask, scores)
         loss_mat, pg_metrics = pg_loss_matrix(cfg.pg_variant, inputs, self._pg_args(cfg))
-        pg_loss = agg_loss(loss_mat * is_weight, mask, cfg.loss_agg_mode, num_tokens, num_seqs, cfg.norm_length)
+        pg_loss = agg_loss(loss_mat * is_weight, pg_mask, cfg.loss_agg_mode, num_tokens, num_seqs, cfg.norm_length)
         loss = pg_loss
         shares = {"actor/pg_loss": float(pg_loss.detach())}
         if cfg.use_kl_loss:
@@ -153,9 +154,20 @@ class ActorWorker(TrainWorker):
         }
         if cfg.entropy_floor:
             rates["actor/entropy_floor_coef"] = floor_coef
+        if cfg.pg_min_token_entropy:
+            rates["actor/pg_token_share"] = float((pg_mask != 0).sum() / max(float((mask != 0).sum()), 1.0))
         if not cfg.use_kl_loss:
             shares["actor/kl_loss"] = 0.0
         return loss, shares, rates
+
+    @staticmethod
+    def _choosing_tokens(cfg: LossConfig, entropy: Tensor, mask: Tensor) -> Tensor:
+        """The loss mask of the policy-gradient term: with pg_min_token_entropy, only the response tokens
+        where the policy still has a choice (entropy at or above it, detached); KL and entropy terms keep
+        every token."""
+        if not cfg.pg_min_token_entropy:
+            return mask
+        return mask * (entropy.detach() >= cfg.pg_min_token_entropy).to(mask.dtype)
 
     @staticmethod
     def _mean_token_entropy(entropy: Tensor, mask: Tensor) -> Tensor:

@@ -144,3 +144,8 @@ def test_random_action_rate_is_a_training_share_below_one():
     assert "random_action_rate=0.1" in message and "train_infer_correction" in message
     config = load_agentic_config(*CPU, overrides=["train_env_manager.random_action_rate=0.1"])
     assert config.train_env_manager.random_action_rate == 0.1
+
+
+def test_negative_pg_min_token_entropy_names_the_key():
+    message = load_error("pg_min_token_entropy=-0.1")
+    assert "pg_min_token_entropy" in message and "nats" in message and "-0.1" in message
