@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from roll.configs.worker_config import GeneratingArgs
 
-# "random_action": no engine generated it; the env manager played a random legal answer (random_action_rate)
-FINISH_REASONS = ("stop", "length", "random_action")
+# no engine generated it: the env manager played a random legal answer (random_action_rate)
+RANDOM_ACTION = "random_action"
+FINISH_REASONS = ("stop", "length", RANDOM_ACTION)
 
 
 @dataclass(frozen=True)

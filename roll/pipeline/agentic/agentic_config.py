@@ -74,7 +74,7 @@ class EnvManagerConfig:
     # compared on the same seeds, e.g. a tool env with and without its tool); False: one numbering
     seeds_per_tag: bool = False
     # exploration (roll's key): the share of turns where the manager plays the env's random legal answer
-    # instead of asking the policy; those turns train like sampled ones (docs/algorithms.md). Training only.
+    # instead of asking the policy; those turns train like sampled ones (docs/rollout.md). Training only.
     random_action_rate: float = 0.0
 
     @property

@@ -31,9 +31,7 @@ from roll.agentic.env import BaseEnv, make_env
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
-from roll.strategies.generation import FINISH_REASONS, GenerationRequest, GenerationResult, SamplingParams
-
-RANDOM_ACTION = FINISH_REASONS[2]  # finish_reason of a reply played by `random_action_rate`
+from roll.strategies.generation import RANDOM_ACTION, GenerationRequest, GenerationResult, SamplingParams
 
 
 class EnvCallTimeout(TimeoutError):
