@@ -29,9 +29,8 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny_llama") / "model", arch="llama")
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    """A real local Ray, started once for the whole test session with its own temp dir and no auth."""
+def start_ray():
+    """A real local Ray with its own temp dir and no auth, unless one is already running."""
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -43,5 +42,26 @@ def ray_session():
             _temp_dir=tempfile.mkdtemp(prefix="ray_", dir="/tmp"),
             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_AUTH_MODE": "disabled"}},
         )
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One Ray for the whole test session (starting it takes seconds)."""
+    import ray
+
+    start_ray()
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def no_ray():
+    """Ray down for a module whose tests check that nothing was started, whatever ran before it; a Ray
+    the session had started comes back afterwards for the modules that follow."""
+    import ray
+
+    was_running = ray.is_initialized()
+    ray.shutdown()
+    yield
+    if was_running:
+        start_ray()

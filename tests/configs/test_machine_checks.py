@@ -17,6 +17,8 @@ from roll.launch import main
 CPU = ["--config-path", "examples/smollm2-135M-agentic_cpu", "--config-name", "agent_val_frozen_lake"]
 TRAIN = "roll.pipeline.agentic.agentic_pipeline.AgenticPipeline"
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks what a machine without a GPU refuses")
+# the checks assert that Ray was never started, which only means something with Ray down
+pytestmark = pytest.mark.usefixtures("no_ray")
 
 
 def launch(tiny_model_dir, *overrides: str, dry_run: bool = False) -> int:
