@@ -85,6 +85,10 @@ class BaseConfig:
     # shortfall, measured on each micro-batch (docs/algorithms.md, "Entropy floor").
     entropy_floor: float = 0.0
     entropy_floor_coef: float = 1.0
+    # The floor's bonus only on response tokens whose entropy is at least this (nats; 0: every token): a
+    # bonus on the tokens every reply shares, such as a closed tag, broadens the format, not the choice
+    # (docs/algorithms.md, "Entropy floor"). The floor is still measured over every token.
+    entropy_floor_min_token_entropy: float = 0.0
     # Response tokens whose entropy under the policy is below this (nats; 0: off) take no policy-gradient
     # term: the tokens every reply shares, such as a closed tag, are not pushed by each reply's advantage
     # (docs/algorithms.md, "Policy gradient on the tokens that choose").

@@ -222,6 +222,9 @@ def _check_ranges(config: "AgenticConfig") -> None:
     _require(config.entropy_floor >= 0 and config.entropy_floor_coef >= 0,
              f"entropy_floor (a mean token entropy in nats, 0 = off) and entropy_floor_coef must be >= 0, "
              f"got {config.entropy_floor} and {config.entropy_floor_coef}")
+    _require(config.entropy_floor_min_token_entropy >= 0,
+             f"entropy_floor_min_token_entropy (nats; 0 = the floor's bonus covers every response token) must be "
+             f">= 0, got {config.entropy_floor_min_token_entropy}")
     _require(config.pg_min_token_entropy >= 0,
              f"pg_min_token_entropy (nats; 0 = every response token takes the policy gradient) must be >= 0, "
              f"got {config.pg_min_token_entropy}")

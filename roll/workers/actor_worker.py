@@ -123,7 +123,7 @@ class ActorWorker(TrainWorker):
         agg = dict(loss_agg_mode=cfg.loss_agg_mode, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=cfg.norm_length)
         is_weight, mask, correction_rates = self._train_infer_correction(batch, cfg, old_logprobs, mask, take)
         scores = take("scores") if "scores" in batch.tensors else None
-        pg_mask = self._choosing_tokens(cfg, entropy, mask)
+        pg_mask = self._tokens_at_least(cfg.pg_min_token_entropy, entropy, mask)
         inputs = PGInputs(logprobs, old_logprobs, take("advantages"), pg_mask, scores)
         loss_mat, pg_metrics = pg_loss_matrix(cfg.pg_variant, inputs, self._pg_args(cfg))
         pg_loss = agg_loss(loss_mat * is_weight, pg_mask, cfg.loss_agg_mode, num_tokens, num_seqs, cfg.norm_length)
@@ -138,8 +138,9 @@ class ActorWorker(TrainWorker):
             # Entropy is a bonus: subtracting it rewards a broader distribution.
             loss = loss - cfg.entropy_loss_coef * ent
         floor_coef = self._entropy_floor_coef(cfg, entropy, mask)
+        floor_mask = self._tokens_at_least(cfg.entropy_floor_min_token_entropy, entropy, mask)
         if floor_coef:
-            loss = loss - floor_coef * ent
+            loss = loss - floor_coef * entropy_loss(entropy, floor_mask, **agg)
         shares["actor/entropy_loss"] = float(ent.detach())
         shares["actor/total_loss"] = float(loss.detach())
         with torch.no_grad():
@@ -155,19 +156,25 @@ class ActorWorker(TrainWorker):
         if cfg.entropy_floor:
             rates["actor/entropy_floor_coef"] = floor_coef
         if cfg.pg_min_token_entropy:
-            rates["actor/pg_token_share"] = float((pg_mask != 0).sum() / max(float((mask != 0).sum()), 1.0))
+            rates["actor/pg_token_share"] = self._share(pg_mask, mask)
+        if cfg.entropy_floor_min_token_entropy:
+            rates["actor/entropy_floor_token_share"] = self._share(floor_mask, mask)
         if not cfg.use_kl_loss:
             shares["actor/kl_loss"] = 0.0
         return loss, shares, rates
 
     @staticmethod
-    def _choosing_tokens(cfg: LossConfig, entropy: Tensor, mask: Tensor) -> Tensor:
-        """The loss mask of the policy-gradient term: with pg_min_token_entropy, only the response tokens
-        where the policy still has a choice (entropy at or above it, detached); KL and entropy terms keep
-        every token."""
-        if not cfg.pg_min_token_entropy:
+    def _tokens_at_least(min_entropy: float, entropy: Tensor, mask: Tensor) -> Tensor:
+        """The response tokens where the policy still has a choice (entropy at or above min_entropy,
+        detached; 0: every token): the loss mask of the policy-gradient term (pg_min_token_entropy) and of
+        the entropy floor's bonus (entropy_floor_min_token_entropy)."""
+        if not min_entropy:
             return mask
-        return mask * (entropy.detach() >= cfg.pg_min_token_entropy).to(mask.dtype)
+        return mask * (entropy.detach() >= min_entropy).to(mask.dtype)
+
+    @staticmethod
+    def _share(subset: Tensor, mask: Tensor) -> float:
+        return float((subset != 0).sum() / max(float((mask != 0).sum()), 1.0))
 
     @staticmethod
     def _mean_token_entropy(entropy: Tensor, mask: Tensor) -> Tensor:

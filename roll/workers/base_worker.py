@@ -44,6 +44,7 @@ class LossConfig:
     # actor only: a mean token entropy the loss holds the policy above (0: off); see ActorWorker.micro_batch_loss
     entropy_floor: float = 0.0
     entropy_floor_coef: float = 1.0
+    entropy_floor_min_token_entropy: float = 0.0  # actor only: tokens below this entropy take no floor bonus
     pg_min_token_entropy: float = 0.0  # actor only: tokens below this entropy take no policy-gradient term
     loss_agg_mode: str = "seq-mean-token-mean"
     norm_length: int | None = None  # seq-mean-token-sum-norm's constant (sequence_length); None: the batch width

@@ -149,3 +149,8 @@ def test_random_action_rate_is_a_training_share_below_one():
 def test_negative_pg_min_token_entropy_names_the_key():
     message = load_error("pg_min_token_entropy=-0.1")
     assert "pg_min_token_entropy" in message and "nats" in message and "-0.1" in message
+
+
+def test_negative_entropy_floor_min_token_entropy_names_the_key():
+    message = load_error("entropy_floor_min_token_entropy=-0.5")
+    assert "entropy_floor_min_token_entropy" in message and "nats" in message and "-0.5" in message

@@ -102,6 +102,7 @@ def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
         entropy_loss_coef=config.entropy_loss_coef,
         entropy_floor=config.entropy_floor,
         entropy_floor_coef=config.entropy_floor_coef,
+        entropy_floor_min_token_entropy=config.entropy_floor_min_token_entropy,
         pg_min_token_entropy=config.pg_min_token_entropy,
         loss_agg_mode=config.loss_agg_mode,
         norm_length=config.sequence_length,
