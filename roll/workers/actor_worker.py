@@ -140,7 +140,9 @@ class ActorWorker(TrainWorker):
         floor_coef = self._entropy_floor_coef(cfg, entropy, mask)
         floor_mask = self._tokens_at_least(cfg.entropy_floor_min_token_entropy, entropy, mask)
         if floor_coef:
-            loss = loss - floor_coef * entropy_loss(entropy, floor_mask, **agg)
+            # over every token the bonus is the entropy term already computed above
+            floor_ent = ent if floor_mask is mask else entropy_loss(entropy, floor_mask, **agg)
+            loss = loss - floor_coef * floor_ent
         shares["actor/entropy_loss"] = float(ent.detach())
         shares["actor/total_loss"] = float(loss.detach())
         with torch.no_grad():
