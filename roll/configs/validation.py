@@ -152,6 +152,12 @@ def _check_deepspeed(config: "AgenticConfig") -> None:
                 "sft_warmup.steps: the SFT warm-up steps its own AdamW beside the training strategy, which a DeepSpeed "
                 "engine does not allow (ZeRO holds the gradients); set sft_warmup.steps=0 or use fsdp2_train/hf_train."
             )
+        if role == "reference" and config.sft_warmup.steps:
+            raise ConfigError(
+                "reference.strategy_args.strategy_name: after the SFT warm-up the reference takes the warmed-up weights "
+                "(the KL term measures drift from the model RL starts from), which a DeepSpeed engine cannot load in "
+                "place; use hf_infer (the default), hf_train or fsdp2_train for the reference, or set sft_warmup.steps=0."
+            )
 
 
 def _check_engine_budget(config: "AgenticConfig") -> None:

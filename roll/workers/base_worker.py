@@ -226,6 +226,12 @@ class TrainWorker:
         state = self.strategy.inference_state_dict() if names is None else self.strategy.inference_state_dict(names)
         return state if self.rank == 0 else None
 
+    @collective
+    def load_model_weights(self, state: dict[str, Tensor] | None) -> None:
+        """Replaces every weight with `state` (a get_state_dict of the same model, given to rank 0; a
+        sharded strategy scatters it from there). The reference takes the warmed-up policy this way."""
+        self.strategy.load_full_state_dict(state if self.rank == 0 else {})
+
     def inference_weight_bytes(self) -> dict[str, int] | None:
         """Bytes of each weight get_state_dict returns, when the strategy can copy a part of them alone
         (hf_train without LoRA); None when they come in one piece (sharded strategies gather them all)."""

@@ -34,3 +34,12 @@ def test_bad_deepspeed_settings_fail_before_any_worker_starts(tiny_model_dir, tm
     for extra, match in cases:
         with pytest.raises(ConfigError, match=match):
             load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", [*base, *extra])
+
+
+def test_a_deepspeed_reference_cannot_take_the_warmed_up_weights(tiny_model_dir, tmp_path):
+    """After the SFT warm-up the reference loads the warmed-up weights, which a DeepSpeed engine cannot."""
+    base = overrides(tiny_model_dir, tmp_path, max_steps=1, extra={"reference.strategy_args.strategy_name": "deepspeed_train"})
+    with pytest.raises(ConfigError, match="reference.strategy_args.strategy_name.*hf_infer"):
+        load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_reinforce_pp_frozen_lake", base)
+    # without the warm-up the reference stays the base model, which DeepSpeed loads as any strategy does
+    load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_reinforce_pp_frozen_lake", [*base, "sft_warmup.steps=0"])

@@ -252,6 +252,15 @@ class AgenticPipeline:
             with self.progress.phase("time/step_val"):
                 self.tracker.log(self.validate(0), 0)
         run_sft_warmup(self.config, self.actor_train, self.tracker)
+        if self.reference is not None:
+            self.reference_from_actor()
+
+    def reference_from_actor(self) -> None:
+        """The reference becomes the warmed-up policy: a KL term then holds RL near the model it starts
+        from, not near the base model the warm-up taught the reply format (which answers nothing valid)."""
+        state = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
+        self.reference.execute_all("load_model_weights", state)
+        del state
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -260,6 +269,9 @@ class AgenticPipeline:
         self.actor_train.execute_all("save_checkpoint", str(staging / "actor_train"))
         if self.critic is not None:
             self.critic.execute_all("save_checkpoint", str(staging / "critic"))
+        if self.reference is not None and self.config.sft_warmup.steps:
+            # The warmed-up reference exists nowhere else: a resumed run skips the warm-up.
+            self.reference.execute_all("save_checkpoint", str(staging / "reference"))
         # Rollout seeds derive from the step number, so the step is all the rollout state there is.
         state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history}
         path = checkpoints.commit(staging, state)
@@ -270,6 +282,8 @@ class AgenticPipeline:
         self.actor_train.execute_all("load_checkpoint", str(path / "actor_train"))
         if self.critic is not None:
             self.critic.execute_all("load_checkpoint", str(path / "critic"))
+        if self.reference is not None and self.config.sft_warmup.steps:
+            self.reference.execute_all("load_checkpoint", str(path / "reference"))
         self.step, self.kl_ctrl.value = state["step"], state["kl_coef"]
         self.val_history = state["val_history"]
         logger.info("resumed from %s: continuing at step %d", path, self.step + 1)

@@ -1,0 +1,50 @@
+"""After the SFT warm-up the reference is the warmed-up policy, so a KL term measures drift from the
+model RL starts from; a checkpoint keeps that reference, and a resumed run (which skips the warm-up)
+gets it back."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+from tests.pipeline.test_end_to_end import CPU, overrides, read_metrics, work  # noqa: F401 (fixture)
+
+REINFORCE_PP = "agent_reinforce_pp_frozen_lake"  # a k3 KL loss against the reference
+
+
+def run(model_dir: Path, folder: Path, max_steps: int, **named: str) -> None:
+    # Two warm-up steps at a high rate: the warmed-up policy is far from the base model.
+    extra = {"sft_warmup.steps": "2", "sft_warmup.learning_rate": "1e-3", **named}
+    args = overrides(model_dir, folder, max_steps=max_steps, extra=extra, eval_steps="0", save_steps="1")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(folder / "ray")}
+    result = subprocess.run([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
+                             "--config-name", REINFORCE_PP, *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                            text=True, timeout=420)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def kl_by_step(folder: Path) -> dict[int, float]:
+    return {r["step"]: r["critic/kl"] for r in read_metrics(folder) if "critic/kl" in r}
+
+
+def test_the_reference_is_the_warmed_up_policy_and_a_resumed_run_keeps_it(tiny_model_dir, work):
+    whole, resumed = work / "whole", work / "resumed"
+    run(tiny_model_dir, whole, max_steps=2)
+    warmup = next(r for r in read_metrics(whole) if "sft/loss" in r)
+    assert warmup["sft/loss"] < 0.97 * warmup["sft/first_loss"], "the warm-up did not move the policy"
+    kl = kl_by_step(whole)
+    # Step 1's old log-probs come from the warmed-up policy before any RL update: the same weights
+    # as the reference, so their KL is zero up to float noise (the base model's would not be).
+    assert abs(kl[1]) < 1e-6, kl
+    assert kl[2] > 1e-6, "one RL update moved the policy away from the reference"
+    assert any((whole / "out" / "checkpoints" / "checkpoint-1" / "reference").rglob("*.safetensors"))
+
+    run(tiny_model_dir, resumed, max_steps=1)
+    run(tiny_model_dir, resumed, max_steps=2, resume_from_checkpoint="true")
+    resumed_kl = kl_by_step(resumed)
+    assert abs(resumed_kl[1]) < 1e-6
+    assert math.isclose(resumed_kl[2], kl[2], rel_tol=1e-3), (resumed_kl, kl)
