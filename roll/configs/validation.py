@@ -360,6 +360,9 @@ def _fill_worker_defaults(config: "AgenticConfig") -> None:
     if config.uses_reference and config.reference is None:
         config.reference = copy.deepcopy(config.actor_infer)
         config.reference.strategy_args.strategy_name = "hf_infer"
+        # It never trains: fresh LoRA adapters would add nothing (they start at zero) and could not take
+        # the warmed-up weights, which come merged.
+        config.reference.model_args.lora_rank = None
     for role, worker in _workers(config):
         if worker.model_args.model_name_or_path is None:
             default = (config.reward_pretrain or config.pretrain) if role == "critic" else config.pretrain

@@ -105,6 +105,13 @@ def test_lora_with_a_strategy_that_cannot_train_adapters_fails_at_load():
     assert "actor_train.model_args.lora_rank" in message and "'fsdp2_train'" in message and "['hf_train']" in message
 
 
+def test_the_default_reference_scores_without_lora_adapters():
+    """It never trains, and after an SFT warm-up it takes the merged weights, which adapters could not."""
+    config = load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_reinforce_pp_frozen_lake",
+                                 overrides=["actor_train.model_args.lora_rank=8", "actor_infer.model_args.lora_rank=8"])
+    assert config.actor_infer.model_args.lora_rank == 8 and config.reference.model_args.lora_rank is None
+
+
 def test_a_row_that_can_be_refused_must_say_what_to_use_instead(table):
     with pytest.raises(ValueError, match="needs `alternative`"):
         register_strategy(StrategyFacts("no_class_test", "infer", None, refusal="not built yet."))
