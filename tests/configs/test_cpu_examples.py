@@ -184,3 +184,39 @@ def test_sokoban_memoryless_example_plays_the_same_rooms_with_the_room_described
     obs, _ = make_env(spec.env_type, **spec.env_config).reset(seed=42)
     lines = obs.split("\n")
     assert len(lines) == 8 and lines[6].startswith("Up: ") and lines[7].startswith("Box: ")
+
+
+def test_sokoban_moves_measures_each_move_against_the_solver():
+    """benchmarks/sokoban_moves.py on a room from the real env (seed 3), played twice: a push into a wall,
+    a step toward the box and back, then the env solver's own solution; and the walk to below the box,
+    a push into the corner above it (the room is lost), then one more move."""
+    from benchmarks.sokoban_moves import move_report
+    from roll.agentic.env.sokoban.room import solve
+
+    env = make_env("sokoban", dim_room=(6, 6), num_boxes=1, max_steps=40, describe_surroundings=True,
+                   cell_separator=" ")
+
+    def play(moves: list) -> dict:
+        board, _ = env.reset(seed=3)
+        turns = []
+        for move in moves:
+            turns.append({"board": board, "action": move, "valid": move is not None})
+            board = env.step(f"<answer>{move}</answer>" if move else "no move")[0]
+        return {"step_index": 0, "env_metrics": {"success": float(env.is_success())}, "turns": turns}
+
+    board, _ = env.reset(seed=3)
+    assert board.splitlines()[:4] == ["# # # # # #", "# _ _ # P #", "# _ X # _ #", "# _ O _ _ #"]
+    solution = [("Up", "Down", "Left", "Right")[d] for d in solve(env.fixed, env.cols, env.player, env.boxes)]
+    assert solution == ["Down", "Down", "Left", "Left", "Left", "Up", "Up", "Right", "Down"]
+    solved = play(["Up", None, "Down", "Up", *solution])
+    lost = play(["Down", "Down", "Left", "Left", "Up", "Left"])  # Up pushes the box into the top-left corner
+    assert solved["env_metrics"]["success"] == 1.0 and lost["env_metrics"]["success"] == 0.0
+    report = move_report([solved, lost])
+    assert report["moves"] == {"Up": 5, "Down": 6, "Left": 6, "Right": 1, "invalid": 1}
+    # solvable-room moves: 12 in the first episode (the wall, Down, the Up back, 9 of the solution), 5 in the second
+    assert report["valid moves in a solvable room"] == 17
+    assert report["share along a shortest solution"].startswith(f"{14 / 17:.3f} ")  # 1 + 9, then 4
+    assert report["share into a wall"].startswith(f"{1 / 17:.3f} ")
+    assert report["share a detour"].startswith(f"{1 / 17:.3f} ")
+    assert report["share loses the room"].startswith(f"{1 / 17:.3f} ")
+    assert report["valid moves after the room was lost"] == 1

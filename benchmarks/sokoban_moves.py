@@ -1,0 +1,102 @@
+"""What a Sokoban agent did in one saved rollout: each valid move measured against the solver, from
+the room shown at that turn, whatever rewards the run used.
+
+    python benchmarks/sokoban_moves.py output/<exp_name>/logs/trajectories/val_00009.json [more files]
+
+For each turn whose room could still be solved, the move is one of:
+- along a shortest solution: the solver's move count from the new room is one less;
+- into a wall: nothing moved (a wall, or a box that cannot be pushed);
+- a detour: the room stays solvable but the count did not drop;
+- loses the room: no push sequence solves it any more (a box in a corner, say).
+Turns after the room was lost are counted apart. Beside each share, what a uniform random move would
+score at the same turns: an agent that reads the room beats it on the first share and on walls.
+Reads the default symbols (`#`, `_`, `O`, `√`, `X`, `P`, `S`), with or without `cell_separator: " "`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from roll.agentic.env.sokoban.config import BOX, BOX_ON_TARGET, EMPTY, PLAYER, PLAYER_ON_TARGET, TARGET, WALL  # noqa: E402
+from roll.agentic.env.sokoban.room import push, solve  # noqa: E402
+
+SYMBOLS = {"#": WALL, "_": EMPTY, "O": TARGET, "√": BOX_ON_TARGET, "X": BOX, "P": PLAYER, "S": PLAYER_ON_TARGET}
+DIRECTIONS = ("Up", "Down", "Left", "Right")  # room.push's order
+KINDS = ("along a shortest solution", "into a wall", "a detour", "loses the room")
+
+
+def parse_room(board: str) -> tuple[tuple[int, ...], int, int, frozenset[int]]:
+    """(fixed cells: wall / floor / target, columns, player, boxes) from the grid lines of a board."""
+    split = [line.split(" ") if " " in line else list(line) for line in board.splitlines()]
+    rows = [cells for cells in split if cells and all(cell in SYMBOLS for cell in cells)]
+    cols = len(rows[0])
+    cells = [SYMBOLS[c] for row in rows for c in row]
+    fixed = tuple(TARGET if c in (TARGET, BOX_ON_TARGET, PLAYER_ON_TARGET) else WALL if c == WALL else EMPTY
+                  for c in cells)
+    player = next(i for i, c in enumerate(cells) if c in (PLAYER, PLAYER_ON_TARGET))
+    boxes = frozenset(i for i, c in enumerate(cells) if c in (BOX, BOX_ON_TARGET))
+    return fixed, cols, player, boxes
+
+
+def classify(board: str, action: str) -> str:
+    """Which of KINDS the move `action` is in the room `board` shows, or "room already lost"."""
+    fixed, cols, player, boxes = parse_room(board)
+    before = solve(fixed, cols, player, boxes)
+    if before is None:
+        return "room already lost"
+    moved = push(fixed, cols, player, boxes, DIRECTIONS.index(action))
+    if moved is None:
+        return "into a wall"
+    after = solve(fixed, cols, moved[0], moved[1])
+    if after is None:
+        return "loses the room"
+    return "along a shortest solution" if len(after) == len(before) - 1 else "a detour"
+
+
+def move_report(episodes: list[dict]) -> dict[str, object]:
+    """Counts over the episodes' turns (a step-wise run saves one entry per turn; step_index 0 holds the
+    whole episode)."""
+    whole = [episode for episode in episodes if episode.get("step_index", 0) == 0]
+    kinds, moves, uniform = Counter(), Counter(), Counter()
+    for episode in whole:
+        for turn in episode["turns"]:
+            moves[turn["action"] if turn["valid"] else "invalid"] += 1
+            if not turn["valid"]:
+                continue
+            kind = classify(turn["board"], turn["action"])
+            kinds[kind] += 1
+            if kind != "room already lost":  # the baseline: a uniform random move at the same turn
+                for direction in DIRECTIONS:
+                    uniform[classify(turn["board"], direction)] += 0.25
+    solvable = sum(kinds[k] for k in KINDS)
+    report: dict[str, object] = {
+        "episodes": len(whole),
+        "success": sum(float(e["env_metrics"].get("success", 0.0)) for e in whole) / max(len(whole), 1),
+        "moves": dict(moves),
+        "valid moves in a solvable room": solvable,
+    }
+    for kind in KINDS:
+        report[f"share {kind}"] = f"{kinds[kind] / max(solvable, 1):.3f} (uniform random move: {uniform[kind] / max(solvable, 1):.3f})"
+    report["valid moves after the room was lost"] = kinds["room already lost"]
+    return report
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    for path in argv:
+        print(path)
+        for key, value in move_report(json.loads(Path(path).read_text())).items():
+            print(f"  {key:38s} {value:.3f}" if isinstance(value, float) else f"  {key:38s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
