@@ -227,10 +227,11 @@ class TrainWorker:
         return state if self.rank == 0 else None
 
     @collective
-    def load_model_weights(self, state: dict[str, Tensor] | None) -> None:
-        """Replaces every weight with `state` (a get_state_dict of the same model, given to rank 0; a
-        sharded strategy scatters it from there). The reference takes the warmed-up policy this way."""
-        self.strategy.load_full_state_dict(state if self.rank == 0 else {})
+    def load_model_weights(self, state: dict[str, Tensor]) -> None:
+        """Replaces every weight with `state` (a get_state_dict of the same model), given to every rank:
+        hf_train ranks each hold the whole model, a sharded strategy scatters rank 0's copy. The
+        reference takes the warmed-up policy this way."""
+        self.strategy.load_full_state_dict(state)
 
     def inference_weight_bytes(self) -> dict[str, int] | None:
         """Bytes of each weight get_state_dict returns, when the strategy can copy a part of them alone
