@@ -44,19 +44,20 @@ def parse_room(board: str) -> tuple[tuple[int, ...], int, int, frozenset[int]]:
     return fixed, cols, player, boxes
 
 
-def classify(board: str, action: str) -> str:
-    """Which of KINDS the move `action` is in the room `board` shows, or "room already lost"."""
+def move_kinds(board: str) -> dict[str, str] | None:
+    """Which of KINDS each of the four moves is in the room `board` shows; None when the room is
+    already lost. The room is parsed and solved once, for the agent's move and the baseline's alike."""
     fixed, cols, player, boxes = parse_room(board)
     before = solve(fixed, cols, player, boxes)
     if before is None:
-        return "room already lost"
-    moved = push(fixed, cols, player, boxes, DIRECTIONS.index(action))
-    if moved is None:
-        return "into a wall"
-    after = solve(fixed, cols, moved[0], moved[1])
-    if after is None:
-        return "loses the room"
-    return "along a shortest solution" if len(after) == len(before) - 1 else "a detour"
+        return None
+    kinds = {}
+    for index, direction in enumerate(DIRECTIONS):
+        moved = push(fixed, cols, player, boxes, index)
+        after = None if moved is None else solve(fixed, cols, moved[0], moved[1])
+        kinds[direction] = ("into a wall" if moved is None else "loses the room" if after is None
+                            else "along a shortest solution" if len(after) == len(before) - 1 else "a detour")
+    return kinds
 
 
 def move_report(episodes: list[dict]) -> dict[str, object]:
@@ -69,11 +70,13 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
             moves[turn["action"] if turn["valid"] else "invalid"] += 1
             if not turn["valid"]:
                 continue
-            kind = classify(turn["board"], turn["action"])
-            kinds[kind] += 1
-            if kind != "room already lost":  # the baseline: a uniform random move at the same turn
-                for direction in DIRECTIONS:
-                    uniform[classify(turn["board"], direction)] += 0.25
+            options = move_kinds(turn["board"])
+            if options is None:
+                kinds["room already lost"] += 1
+                continue
+            kinds[options[turn["action"]]] += 1
+            for kind in options.values():  # the baseline: a uniform random move at the same turn
+                uniform[kind] += 0.25
     solvable = sum(kinds[k] for k in KINDS)
     report: dict[str, object] = {
         "episodes": len(whole),

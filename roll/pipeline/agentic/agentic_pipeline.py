@@ -260,7 +260,6 @@ class AgenticPipeline:
         from, not near the base model the warm-up taught the reply format (which answers nothing valid)."""
         state = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
         self.reference.execute_all("load_model_weights", state)
-        del state
 
     # --- state ---------------------------------------------------------------------------------
 
