@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +17,18 @@ from tests.pipeline.test_end_to_end import CPU, overrides, read_metrics, work  #
 REINFORCE_PP = "agent_reinforce_pp_frozen_lake"  # a k3 KL loss against the reference
 
 
-def run(model_dir: Path, folder: Path, max_steps: int, **named: str) -> None:
+def launch(model_dir: Path, folder: Path, max_steps: int, **named: str) -> subprocess.CompletedProcess:
     # Two warm-up steps at a high rate: the warmed-up policy is far from the base model.
     extra = {"sft_warmup.steps": "2", "sft_warmup.learning_rate": "1e-3", **named}
     args = overrides(model_dir, folder, max_steps=max_steps, extra=extra, eval_steps="0", save_steps="1")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(folder / "ray")}
-    result = subprocess.run([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
-                             "--config-name", REINFORCE_PP, *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                            text=True, timeout=420)
+    return subprocess.run([sys.executable, "examples/start_agentic_pipeline.py", "--config-path", CPU[0],
+                           "--config-name", REINFORCE_PP, *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=420)
+
+
+def run(model_dir: Path, folder: Path, max_steps: int, **named: str) -> None:
+    result = launch(model_dir, folder, max_steps, **named)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -48,3 +53,14 @@ def test_the_reference_is_the_warmed_up_policy_and_a_resumed_run_keeps_it(tiny_m
     resumed_kl = kl_by_step(resumed)
     assert abs(resumed_kl[1]) < 1e-6
     assert math.isclose(resumed_kl[2], kl[2], rel_tol=1e-3), (resumed_kl, kl)
+
+    # A checkpoint saved before the reference was kept (or by a run without the warm-up) has no
+    # reference/: resuming it fails before any worker starts, and names the way to go on with it.
+    old = work / "old" / "checkpoint-1"
+    shutil.copytree(resumed / "out" / "checkpoints" / "checkpoint-1", old, ignore=shutil.ignore_patterns("reference"))
+    refused = launch(tiny_model_dir, work / "old_run", max_steps=2, resume_from_checkpoint=str(old))
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "has no reference/ folder" in output and "sft_warmup.steps=0" in output, output[-3000:]
+    assert "ranks' pids" not in output, "workers started before the checkpoint was checked"
+    run(tiny_model_dir, work / "old_run", max_steps=2, resume_from_checkpoint=str(old), **{"sft_warmup.steps": "0"})
+    assert [r["step"] for r in read_metrics(work / "old_run") if "critic/kl" in r] == [2]

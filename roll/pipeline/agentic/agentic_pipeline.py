@@ -55,6 +55,10 @@ class AgenticPipeline:
         set_seed(config.seed)
         self.checkpoint_root = checkpoints.checkpoint_root(config.output_dir, config.checkpoint_config)
         self.resume_from = checkpoints.resolve_resume(config.resume_from_checkpoint, self.checkpoint_root)
+        # The warmed-up reference exists nowhere else (a resumed run skips the warm-up), so it is saved.
+        self.saved_parts = checkpoints.saved_parts(config.uses_critic, config.uses_reference and config.sft_warmup.steps > 0)
+        if self.resume_from is not None:
+            checkpoints.require_parts(self.resume_from, self.saved_parts)
         self.step = 0  # steps completed; logs number steps from 1
         self.auto_resumes = 0  # times the launcher restarted this run after a lost worker (roll/launch.py sets it)
         self.kl_ctrl = build_kl_controller(config)
@@ -265,12 +269,8 @@ class AgenticPipeline:
 
     def save_checkpoint(self) -> None:
         staging = checkpoints.staging_dir(self.checkpoint_root, self.step)
-        self.actor_train.execute_all("save_checkpoint", str(staging / "actor_train"))
-        if self.critic is not None:
-            self.critic.execute_all("save_checkpoint", str(staging / "critic"))
-        if self.reference is not None and self.config.sft_warmup.steps:
-            # The warmed-up reference exists nowhere else: a resumed run skips the warm-up.
-            self.reference.execute_all("save_checkpoint", str(staging / "reference"))
+        for part in self.saved_parts:  # a cluster attribute each; the reference only when warmed up
+            getattr(self, part).execute_all("save_checkpoint", str(staging / part))
         # Rollout seeds derive from the step number, so the step is all the rollout state there is.
         state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history}
         path = checkpoints.commit(staging, state)
@@ -278,11 +278,8 @@ class AgenticPipeline:
 
     def load_checkpoint(self, path) -> None:
         state = checkpoints.load_state(path)
-        self.actor_train.execute_all("load_checkpoint", str(path / "actor_train"))
-        if self.critic is not None:
-            self.critic.execute_all("load_checkpoint", str(path / "critic"))
-        if self.reference is not None and self.config.sft_warmup.steps:
-            self.reference.execute_all("load_checkpoint", str(path / "reference"))
+        for part in self.saved_parts:
+            getattr(self, part).execute_all("load_checkpoint", str(path / part))
         self.step, self.kl_ctrl.value = state["step"], state["kl_coef"]
         self.val_history = state["val_history"]
         logger.info("resumed from %s: continuing at step %d", path, self.step + 1)

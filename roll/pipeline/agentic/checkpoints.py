@@ -45,6 +45,27 @@ def resolve_resume(resume_from_checkpoint: bool | str, root: Path) -> Path | Non
     return path
 
 
+def saved_parts(uses_critic: bool, keeps_reference: bool) -> list[str]:
+    """The worker folders a checkpoint of this run holds (AgenticPipeline.save_checkpoint)."""
+    return ["actor_train"] + ["critic"] * uses_critic + ["reference"] * keeps_reference
+
+
+def require_parts(path: Path, parts: list[str]) -> None:
+    """Fails before any worker starts when the checkpoint lacks a folder this run must load."""
+    for part in parts:
+        if (path / part).is_dir():
+            continue
+        if part == "reference":
+            raise FileNotFoundError(
+                f"resume_from_checkpoint: {path} has no reference/ folder, which a run with sft_warmup and a "
+                f"reference (KL term) loads: its warmed-up reference is kept there, as a resumed run skips the "
+                f"warm-up. This checkpoint was saved by a run without sft_warmup, or before roll kept the "
+                f"reference. To go on with it as it was saved (the reference the base model), resume with "
+                f"sft_warmup.steps=0; or start the run afresh")
+        raise FileNotFoundError(f"resume_from_checkpoint: {path} has no {part}/ folder, which this run loads "
+                                f"(was it saved with another config? a critic is saved only by runs that use one)")
+
+
 def staging_dir(root: Path, step: int) -> Path:
     path = root / f"checkpoint-{step}.tmp"
     shutil.rmtree(path, ignore_errors=True)
