@@ -186,6 +186,33 @@ def test_sokoban_memoryless_example_plays_the_same_rooms_with_the_room_described
     assert len(lines) == 8 and lines[6].startswith("Up: ") and lines[7].startswith("Box: ")
 
 
+def test_sokoban_easy_example_trains_on_near_solved_rooms_and_validates_on_the_memoryless_rooms():
+    """The curriculum config: its validation must be the memoryless config's (same rooms, same baselines)
+    for the two to compare; its training rooms are the same game, nearer solved, in fewer moves."""
+    base = load_agentic_config(CPU_DIR, "agent_val_sokoban_memoryless", overrides=["pretrain=tiny-random-qwen2"])
+    easy = load_agentic_config(CPU_DIR, "agent_val_sokoban_easy", overrides=["pretrain=tiny-random-qwen2"])
+
+    def val_episodes(config):  # what decides the validation's tags and env seeds (RolloutScheduler)
+        manager = config.val_env_manager
+        return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
+
+    assert val_episodes(easy) == val_episodes(base)
+    val_spec, train_spec = easy.custom_envs["SokobanCPU"], easy.custom_envs[easy.train_env_manager.tags[0]]
+    assert val_spec.env_config == base.custom_envs["SokobanCPU"].env_config
+    changed = {k for k in train_spec.env_config if train_spec.env_config[k] != val_spec.env_config.get(k)}
+    assert changed == {"search_depth", "max_steps", "progress_reward", "progress_measure"}, changed
+    assert (train_spec.agent_template, train_spec.env_instruction, train_spec.history_length) == (
+        val_spec.agent_template, val_spec.env_instruction, val_spec.history_length)
+    train_env, val_env = make_env("sokoban", **train_spec.env_config), make_env("sokoban", **val_spec.env_config)
+
+    def moves_needed(env):
+        return [env.reset(seed=s) and env.optimal_moves for s in range(1000, 1064)]
+
+    train_moves, val_moves = moves_needed(train_env), moves_needed(val_env)
+    assert max(train_moves) <= 3 < max(val_moves) and min(train_moves) >= 1
+    assert train_spec.max_steps == train_spec.env_config["max_steps"] < val_spec.max_steps
+
+
 def test_sokoban_moves_measures_each_move_against_the_solver():
     """benchmarks/sokoban_moves.py on a room from the real env (seed 3), played twice: a push into a wall,
     a step toward the box and back, then the env solver's own solution; and the walk to below the box,
