@@ -13,6 +13,12 @@ from roll.pipeline.agentic.agentic_config import load_agentic_config
 CPU_DIR = Path(__file__).resolve().parents[2] / "examples" / "smollm2-135M-agentic_cpu"
 
 
+def val_episodes(config) -> tuple:
+    """What decides a validation's tags and env seeds (RolloutScheduler): equal, the same episodes."""
+    manager = config.val_env_manager
+    return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in CPU_DIR.glob("*.yaml")))
 def test_cpu_example_config_loads(name):
     config = load_agentic_config(CPU_DIR, name, overrides=["pretrain=tiny-random-qwen2"])
@@ -52,10 +58,6 @@ def test_holes_example_trains_on_holier_maps_and_validates_on_the_base_configs_m
     """Its validation must be the base config's (same maps, same baselines) for the two to compare."""
     base = load_agentic_config(CPU_DIR, "agent_val_frozen_lake", overrides=["pretrain=tiny-random-qwen2"])
     holes = load_agentic_config(CPU_DIR, "agent_val_frozen_lake_holes", overrides=["pretrain=tiny-random-qwen2"])
-
-    def val_episodes(config):  # what decides the validation's tags and env seeds (RolloutScheduler)
-        manager = config.val_env_manager
-        return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
 
     assert val_episodes(holes) == val_episodes(base)
     val_tag, train_tag = holes.val_env_manager.tags[0], holes.train_env_manager.tags[0]
@@ -191,10 +193,6 @@ def test_sokoban_easy_example_trains_on_near_solved_rooms_and_validates_on_the_m
     for the two to compare; its training rooms are the same game, nearer solved, in fewer moves."""
     base = load_agentic_config(CPU_DIR, "agent_val_sokoban_memoryless", overrides=["pretrain=tiny-random-qwen2"])
     easy = load_agentic_config(CPU_DIR, "agent_val_sokoban_easy", overrides=["pretrain=tiny-random-qwen2"])
-
-    def val_episodes(config):  # what decides the validation's tags and env seeds (RolloutScheduler)
-        manager = config.val_env_manager
-        return config.seed, config.val_batch_size, manager.num_env_groups, manager.group_size, manager.tags
 
     assert val_episodes(easy) == val_episodes(base)
     val_spec, train_spec = easy.custom_envs["SokobanCPU"], easy.custom_envs[easy.train_env_manager.tags[0]]
