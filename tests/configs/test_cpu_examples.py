@@ -188,9 +188,9 @@ def test_sokoban_memoryless_example_plays_the_same_rooms_with_the_room_described
     assert len(lines) == 8 and lines[6].startswith("Up: ") and lines[7].startswith("Box: ")
 
 
-def test_sokoban_easy_example_trains_on_near_solved_rooms_and_validates_on_the_memoryless_rooms():
+def test_sokoban_easy_example_trains_one_push_from_solved_and_validates_on_the_memoryless_rooms():
     """The curriculum config: its validation must be the memoryless config's (same rooms, same baselines)
-    for the two to compare; its training rooms are the same game, nearer solved, in fewer moves."""
+    for the two to compare; its first stage's training rooms are the same game, one push from solved."""
     base = load_agentic_config(CPU_DIR, "agent_val_sokoban_memoryless", overrides=["pretrain=tiny-random-qwen2"])
     easy = load_agentic_config(CPU_DIR, "agent_val_sokoban_easy", overrides=["pretrain=tiny-random-qwen2"])
 
@@ -206,9 +206,14 @@ def test_sokoban_easy_example_trains_on_near_solved_rooms_and_validates_on_the_m
     def moves_needed(env):
         return [env.reset(seed=s) and env.optimal_moves for s in range(1000, 1064)]
 
-    train_moves, val_moves = moves_needed(train_env), moves_needed(val_env)
-    assert max(train_moves) <= 3 < max(val_moves) and min(train_moves) >= 1
-    assert train_spec.max_steps == train_spec.env_config["max_steps"] < val_spec.max_steps
+    assert set(moves_needed(train_env)) == {1} and max(moves_needed(val_env)) > 3
+    assert train_spec.max_steps == train_spec.env_config["max_steps"] == 1 < val_spec.max_steps
+    # one push from solved: exactly one of the four moves solves each room, and its line names the box
+    for seed in range(1000, 1020):
+        solving = [move for move in ("Up", "Down", "Left", "Right")
+                   if train_env.reset(seed=seed) and train_env.step(f"<answer>{move}</answer>") and train_env.is_success()]
+        observation, _ = train_env.reset(seed=seed)
+        assert len(solving) == 1 and f"{solving[0]}: box (can push)" in observation, (seed, solving, observation)
 
 
 def test_sokoban_moves_measures_each_move_against_the_solver():
