@@ -60,7 +60,7 @@ def require_parts(path: Path, parts: list[str]) -> None:
                 f"resume_from_checkpoint: {path} has no reference/ folder, which a run with sft_warmup and a "
                 f"reference (KL term) loads: its warmed-up reference is kept there, as a resumed run skips the "
                 f"warm-up. This checkpoint was saved by a run without sft_warmup, or before roll kept the "
-                f"reference. To go on with it as it was saved (the reference the base model), resume with "
+                f"reference. To go on with it as it was saved, with the base model as reference, resume with "
                 f"sft_warmup.steps=0; or start the run afresh")
         raise FileNotFoundError(f"resume_from_checkpoint: {path} has no {part}/ folder, which this run loads "
                                 f"(was it saved with another config? a critic is saved only by runs that use one)")
