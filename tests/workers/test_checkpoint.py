@@ -108,3 +108,26 @@ def test_missing_checkpoint_and_scheduler_errors(tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="num_training_steps"):
         Cluster("sched", ActorWorker, config, executor="local")
     assert latest_checkpoint(tmp_path) is None
+
+
+def test_resuming_a_checkpoint_without_a_worker_folder_this_run_loads_fails_before_any_worker_starts(tmp_path):
+    """A PPO run with a warm-up saves actor_train/, critic/ and reference/: a checkpoint missing one of
+    them (saved by a GRPO run, or before the reference was kept) is refused in the pipeline's
+    constructor, before the clusters, naming the folder and what to do."""
+    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.pipeline.agentic.agentic_pipeline import AgenticPipeline
+    from roll.pipeline.agentic.checkpoints import STATE_FILE
+    from tests.conftest import REPO_ROOT
+
+    saved = tmp_path / "checkpoint-3"
+    (saved / "actor_train").mkdir(parents=True)
+    (saved / STATE_FILE).write_bytes(b"")
+    config = load_agentic_config(REPO_ROOT / "examples" / "smollm2-135M-agentic_cpu", "agent_ppo_frozen_lake",
+                                 overrides=["pretrain=tiny-random-qwen2", f"resume_from_checkpoint={saved}",
+                                            f"output_dir={tmp_path / 'out'}"])
+    assert config.uses_critic and config.uses_reference and config.sft_warmup.steps > 0
+    with pytest.raises(FileNotFoundError, match=r"has no critic/ folder.*a critic is saved only by runs that use one"):
+        AgenticPipeline(config)
+    (saved / "critic").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"has no reference/ folder.*sft_warmup\.steps=0"):
+        AgenticPipeline(config)
