@@ -3,6 +3,8 @@ SimpleSokoban (6x6 room, one box, 10 moves) drawn one token per cell."""
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,41 @@ def test_sokoban_example_rewards_a_reply_with_no_move_below_any_move():
             rewards.setdefault(kind, set()).add(reward)
     assert set(rewards) == {"no move", "into a wall", "effective"}, rewards
     assert max(rewards["no move"]) < min(rewards["into a wall"] | rewards["effective"]), rewards
+
+
+def wall_move_reward(spec) -> float:
+    """What the real env pays for a valid move into a wall (the first room of 20 that has one)."""
+    for seed in range(20):
+        for move in ("Up", "Down", "Left", "Right"):
+            env = make_env(spec.env_type, **spec.env_config)
+            env.reset(seed=seed)
+            _, reward, _, _, info = env.step(f"<answer>{move}</answer>")
+            if info["metrics"]["action_is_valid"] and not info["metrics"]["action_is_effective"]:
+                return reward
+    raise AssertionError("no move into a wall in 20 rooms")
+
+
+def test_a_wall_priced_below_a_broken_reply_is_warned_with_the_envs_own_numbers(caplog):
+    """sk43 set ineffective_penalty -0.3 on the easy rooms: a move into a wall then earned -0.4 and a
+    reply with no move -0.15, and the replies broke. Loading such a config says so, with the wall's
+    reward as the env pays it; the shipped config and a lowered format_penalty load without it."""
+    tag = "SokobanEasyCPU"
+    overrides = ["pretrain=tiny-random-qwen2", f"custom_envs.{tag}.env_config.ineffective_penalty=-0.3"]
+    with caplog.at_level(logging.WARNING, logger="roll.config"):
+        config = load_agentic_config(CPU_DIR, "agent_val_sokoban_easy", overrides=overrides)
+    warned = [r.getMessage() for r in caplog.records if "break its reply's format" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(f"custom_envs.{tag}.env_config"), warned
+    wall = wall_move_reward(config.custom_envs[tag])
+    assert wall == pytest.approx(-0.4)
+    assert float(re.search(r"earns (-?[\d.]+)", warned[0]).group(1)) == pytest.approx(wall)
+    assert "format_penalty -0.15" in warned[0]
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="roll.config"):
+        load_agentic_config(CPU_DIR, "agent_val_sokoban_easy", overrides=["pretrain=tiny-random-qwen2"])
+        load_agentic_config(CPU_DIR, "agent_val_sokoban_easy",
+                            overrides=[*overrides, "custom_envs.SokobanCPU.env_config.format_penalty=-0.5"])
+    assert not [r for r in caplog.records if "break its reply's format" in r.getMessage()]
 
 
 def test_holes_example_trains_on_holier_maps_and_validates_on_the_base_configs_maps():

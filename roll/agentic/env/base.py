@@ -199,6 +199,9 @@ class BaseEnv(ABC):
     config_cls: ClassVar[type[BaseEnvConfig]] = BaseEnvConfig
     # env-specific metrics (from ``state_metrics``) and how they aggregate over an episode
     extra_metrics_agg_mode: ClassVar[dict[str, str]] = {}
+    # the env's own reward for a valid move that changes nothing, before ineffective_penalty (the config
+    # check compares the two with format_penalty: a broken reply must not be the cheaper way to stand still)
+    idle_move_reward: ClassVar[float] = 0.0
 
     def __init__(self, config: Optional[BaseEnvConfig] = None, **config_kwargs: Any) -> None:
         """Takes its config object, or the config's fields as keywords (checked like YAML values)."""

@@ -32,6 +32,7 @@ class SokobanEnv(BaseEnv):
     config_cls = SokobanEnvConfig
     config: SokobanEnvConfig
     extra_metrics_agg_mode = {"boxes_on_target": "last"}
+    idle_move_reward = STEP_REWARD
 
     def __init__(self, config: Optional[SokobanEnvConfig] = None, **config_kwargs) -> None:
         super().__init__(config, **config_kwargs)
