@@ -126,6 +126,31 @@ def test_surroundings_lines_say_what_each_move_does_and_where_the_box_and_its_ta
         make_env("sokoban", describe_surroundings="yes")
 
 
+def test_last_move_line_says_what_the_last_turn_did_and_leaves_the_state_key_alone():
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, describe_last_move=True)
+    first, _ = env.reset(seed=0)
+    assert "Last" not in first  # nothing played yet
+    # Row 1 "#PX__#": the box can go right; the outer wall is above the player.
+    env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+    env.targets = frozenset({16})
+    env.player, env.boxes = 7, frozenset({8})
+    key = env.state_key()
+    obs, _, _, _, _ = env.step("<answer>Up</answer>")
+    assert obs.split("\n")[:6] == env.render().split("\n") and obs.split("\n")[-1] == "Last move: Up; nothing changed."
+    assert env.state_key() == key  # same room, so GiGPO still groups this turn with the first
+    obs, _, _, _, _ = env.step("I push right")
+    assert obs.split("\n")[-1] == "Last reply: no valid move."
+    obs, _, _, _, _ = env.step("<answer>right</answer>")
+    assert obs.split("\n")[1:2] == ["#_PX_#"] and obs.split("\n")[-1] == "Last move: Right."
+    again, _ = env.reset(seed=0)
+    assert again == first
+    plain = make_env("sokoban", dim_room=[6, 6], num_boxes=1)
+    plain.reset(seed=0)
+    assert plain.step("<answer>Up</answer>")[0] == plain.render()  # off by default, as in ROLL
+    with pytest.raises(ValueError, match="describe_last_move"):
+        make_env("sokoban", describe_last_move="yes")
+
+
 def test_pushing_a_box_off_its_target_costs_one():
     env = make_env("sokoban", dim_room=[6, 6], num_boxes=2, max_steps=50)
     env.reset(seed=0)

@@ -114,6 +114,11 @@ def test_bad_tool_wrapper_blocks_fail_with_the_key_named(block, message):
         make_env("tool_use", tool_wrapper=block)
 
 
+def test_last_move_line_is_refused_where_the_prompt_already_keeps_the_conversation():
+    with pytest.raises(ValueError, match="describe_last_move.*whole conversation"):
+        make_env("tool_use", describe_last_move=True)
+
+
 def test_hostile_outputs_and_hostile_code_never_raise():
     env = make_env("tool_use", format_penalty=PENALTY, max_steps=10_000,
                    tool_wrapper={"wrapper_args": {"max_tool_uses": 1000}, "tool_configs": [{"tool_id": "python_code", "tool_args": {"timeout": 1}}]})
@@ -128,14 +133,16 @@ def test_hostile_outputs_and_hostile_code_never_raise():
     env.reset(seed=0)
     invalid = tool_runs = 0
     for text, _ in cases:
-        before = {k: copy.deepcopy(v) for k, v in vars(env).items() if k != "num_turns"}
+        # every turn updates the turn counter and describe_last_move's line, valid or not
+        updated = ("num_turns", "_last_move_line")
+        before = {k: copy.deepcopy(v) for k, v in vars(env).items() if k not in updated}
         obs, reward, terminated, truncated, info = env.step(text)
         assert set(info["metrics_agg_mode"]) == set(info["metrics"]) and isinstance(obs, str)
         tool_runs += info.get("observation_role") == "tool"
         if info["metrics"]["action_is_valid"] == 0.0:
             invalid += 1
             assert reward == PENALTY and not terminated and not truncated
-            assert {k: v for k, v in vars(env).items() if k != "num_turns"} == before, text[:80]
+            assert {k: v for k, v in vars(env).items() if k not in updated} == before, text[:80]
         if terminated or truncated:
             env.reset(seed=env.seed + 1)
     assert invalid > 30

@@ -119,6 +119,10 @@ class BaseEnvConfig:
         key, 0 by default: without it such moves cost nothing, a plateau a policy can sit on.
     max_steps: turns per episode, valid or not; the turn that reaches it ends with ``truncated=True``.
     special_token_list: extra chat tokens to delete before parsing (common ones are always removed).
+    describe_last_move: roll's key, default false (ROLL has no such line): append to each observation
+        after the first a line naming the last turn's action and whether it changed anything ("Last
+        move: Left; nothing changed."), or that the reply had none. It gives a one-turn prompt (history
+        length 0) the memory it needs not to repeat a move into a wall; state_key ignores it.
     render_mode: only "text" exists; kept because ROLL's configs may set it.
     """
 
@@ -128,6 +132,7 @@ class BaseEnvConfig:
     ineffective_penalty: float = 0.0
     max_steps: int = 100
     special_token_list: list[str] = field(default_factory=list)
+    describe_last_move: bool = False
     render_mode: str = "text"
 
     def __post_init__(self) -> None:
@@ -145,6 +150,7 @@ class BaseEnvConfig:
         self.ineffective_penalty = float(self.ineffective_penalty)
         require_int(self.max_steps, "max_steps", minimum=1)
         self.special_token_list = [str(token) for token in (self.special_token_list or [])]
+        require_bool(self.describe_last_move, "describe_last_move")
         if self.render_mode != "text":
             raise config_error("render_mode", f"only 'text' is supported, got {self.render_mode!r}")
 
@@ -216,6 +222,7 @@ class BaseEnv(ABC):
         self.num_turns = 0
         self._episode_over = True
         self._started = False
+        self._last_move_line = ""  # describe_last_move's line; empty before the first turn
 
     # ---- what a concrete env implements -------------------------------------------------------
     @abstractmethod
@@ -305,7 +312,8 @@ class BaseEnv(ABC):
         self._reset(random.Random(f"roll.env:{seed}"))
         self._started = True
         self._episode_over = False
-        return self.render(), {"env_instruction": self.env_instruction, "seed": seed}
+        self._last_move_line = ""
+        return self.observation_text(), {"env_instruction": self.env_instruction, "seed": seed}
 
     def step(self, action_text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one turn from the model's raw text. Never raises on any text."""
@@ -324,6 +332,10 @@ class BaseEnv(ABC):
             outcome = self._apply(action)
             if not outcome.effective:
                 outcome = dataclasses.replace(outcome, reward=outcome.reward + self.config.ineffective_penalty)
+        # the canonical action name, or for free-form answers (expressions, numbers) the answer text
+        action_name = None if action is None else action if isinstance(action, str) else parsed.answer
+        self._last_move_line = ("Last reply: no valid move." if action_name is None else
+                                f"Last move: {action_name}{'.' if outcome.effective else '; nothing changed.'}")
         truncated = not outcome.terminated and self.num_turns >= self.config.max_steps
         self._episode_over = outcome.terminated or truncated
         metrics = {
@@ -337,12 +349,17 @@ class BaseEnv(ABC):
             "metrics_agg_mode": self.metrics_agg_mode,
             "think_content": parsed.think,
             "action_content": parsed.answer,
-            # the canonical action name, or for free-form answers (expressions, numbers) the answer text
-            "action": action if action is None or isinstance(action, str) else parsed.answer,
+            "action": action_name,
             "invalid_reason": reason if action is None else None,
             **outcome.info,
         }
-        return self.render(), float(outcome.reward), outcome.terminated, truncated, info
+        return self.observation_text(), float(outcome.reward), outcome.terminated, truncated, info
+
+    def observation_text(self) -> str:
+        """What reset and step return: the render, and describe_last_move's line when it is on."""
+        if self.config.describe_last_move and self._last_move_line:
+            return f"{self.render()}\n{self._last_move_line}"
+        return self.render()
 
     def close(self) -> None:
         """Release resources (the bundled envs hold none)."""

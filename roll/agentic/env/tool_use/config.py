@@ -112,6 +112,9 @@ class ToolUseEnvConfig(BaseEnvConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.describe_last_move:
+            raise config_error("describe_last_move", "a tool-use episode's prompt keeps the whole conversation, "
+                               "every call and answer included; leave it false")
         if self.task not in TASKS:
             raise config_error("task", f"must be one of {list(TASKS)}, got {self.task!r}")
         if self.tool_call_format not in TOOL_CALL_FORMATS:
