@@ -10,6 +10,9 @@ For each turn whose room could still be solved, the move is one of:
 - loses the room: no push sequence solves it any more (a box in a corner, say).
 Turns after the room was lost are counted apart. Beside each share, what a uniform random move would
 score at the same turns: an agent that reads the room beats it on the first share and on walls.
+Two more lines: success by the moves a shortest solution of the first room needs (the short rooms are
+the ones a curriculum trains on), and how often a move that changed nothing was answered with the same
+move (a one-turn prompt shows the same room again, so a policy that does not vary repeats it).
 Reads the default symbols (`#`, `_`, `O`, `√`, `X`, `P`, `S`), with or without `cell_separator: " "`.
 """
 
@@ -60,13 +63,25 @@ def move_kinds(board: str) -> dict[str, str] | None:
     return kinds
 
 
+def _numbers_first(item: tuple[int | str, object]) -> tuple[bool, int | str]:
+    return isinstance(item[0], str), item[0] if isinstance(item[0], int) else 0
+
+
 def move_report(episodes: list[dict]) -> dict[str, object]:
     """Counts over the episodes' turns (a step-wise run saves one entry per turn; step_index 0 holds the
     whole episode)."""
     whole = [episode for episode in episodes if episode.get("step_index", 0) == 0]
     kinds, moves, uniform = Counter(), Counter(), Counter()
+    by_length: dict[int | str, list[float]] = {}
+    repeats = after_idle = 0
     for episode in whole:
-        for turn in episode["turns"]:
+        first = solve(*parse_room(episode["turns"][0]["board"])) if episode["turns"] else None
+        length = "unsolvable" if first is None else len(first)
+        by_length.setdefault(length, []).append(float(episode["env_metrics"].get("success", 0.0)))
+        for before, turn in zip([None, *episode["turns"]], episode["turns"]):
+            if turn["valid"] and before is not None and before["valid"] and parse_room(turn["board"]) == parse_room(before["board"]):
+                after_idle += 1  # the previous move changed nothing: the same room is shown again
+                repeats += turn["action"] == before["action"]
             moves[turn["action"] if turn["valid"] else "invalid"] += 1
             if not turn["valid"]:
                 continue
@@ -82,11 +97,13 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
         "episodes": len(whole),
         "success": sum(float(e["env_metrics"].get("success", 0.0)) for e in whole) / max(len(whole), 1),
         "moves": dict(moves),
+        "success by moves needed": {n: f"{sum(v):.0f}/{len(v)}" for n, v in sorted(by_length.items(), key=_numbers_first)},
         "valid moves in a solvable room": solvable,
     }
     for kind in KINDS:
         report[f"share {kind}"] = f"{kinds[kind] / max(solvable, 1):.3f} (uniform random move: {uniform[kind] / max(solvable, 1):.3f})"
     report["valid moves after the room was lost"] = kinds["room already lost"]
+    report["same move again after one that changed nothing"] = f"{repeats} of {after_idle}"
     return report
 
 
@@ -97,7 +114,7 @@ def main(argv: list[str]) -> int:
     for path in argv:
         print(path)
         for key, value in move_report(json.loads(Path(path).read_text())).items():
-            print(f"  {key:38s} {value:.3f}" if isinstance(value, float) else f"  {key:38s} {value}")
+            print(f"  {key:50s} {value:.3f}" if isinstance(value, float) else f"  {key:50s} {value}")
     return 0
 
 

@@ -259,7 +259,7 @@ def test_sokoban_moves_measures_each_move_against_the_solver():
     env = make_env("sokoban", dim_room=(6, 6), num_boxes=1, max_steps=40, describe_surroundings=True,
                    cell_separator=" ")
 
-    def play(moves: list) -> dict:
+    def play(moves: list, env=env) -> dict:
         board, _ = env.reset(seed=3)
         turns = []
         for move in moves:
@@ -283,3 +283,14 @@ def test_sokoban_moves_measures_each_move_against_the_solver():
     assert report["share a detour"].startswith(f"{1 / 17:.3f} ")
     assert report["share loses the room"].startswith(f"{1 / 17:.3f} ")
     assert report["valid moves after the room was lost"] == 1
+    assert report["success by moves needed"] == {9: "1/2"}  # both start in seed 3's room, 9 moves from solved
+    assert report["same move again after one that changed nothing"] == "0 of 0"  # the Up into the wall is followed by no move
+    # Up into the wall twice, then Right, into the wall too: one repeat of two answers to an unchanged room,
+    # read through describe_last_move's line (the boards differ in it, the rooms do not)
+    stuck = play(["Up", "Up", "Right"], env=make_env("sokoban", dim_room=(6, 6), num_boxes=1, max_steps=40,
+                                                     describe_surroundings=True, cell_separator=" ", describe_last_move=True))
+    assert stuck["turns"][0]["board"] != stuck["turns"][1]["board"]
+    stuck_report = move_report([stuck])
+    assert stuck_report["same move again after one that changed nothing"] == "1 of 2"
+    assert stuck_report["share into a wall"].startswith("1.000 ")
+    assert stuck_report["success by moves needed"] == {9: "0/1"}
