@@ -47,10 +47,10 @@ def parse_room(board: str) -> tuple[tuple[int, ...], int, int, frozenset[int]]:
     return fixed, cols, player, boxes
 
 
-def move_kinds(board: str) -> dict[str, str] | None:
-    """Which of KINDS each of the four moves is in the room `board` shows; None when the room is
-    already lost. The room is parsed and solved once, for the agent's move and the baseline's alike."""
-    fixed, cols, player, boxes = parse_room(board)
+def move_kinds(room: tuple[tuple[int, ...], int, int, frozenset[int]]) -> dict[str, str] | None:
+    """Which of KINDS each of the four moves is in `room` (parse_room's tuple); None when the room is
+    already lost. The room is solved once, for the agent's move and the baseline's alike."""
+    fixed, cols, player, boxes = room
     before = solve(fixed, cols, player, boxes)
     if before is None:
         return None
@@ -78,14 +78,18 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
         first = solve(*parse_room(episode["turns"][0]["board"])) if episode["turns"] else None
         length = "unsolvable" if first is None else len(first)
         by_length.setdefault(length, []).append(float(episode["env_metrics"].get("success", 0.0)))
-        for before, turn in zip([None, *episode["turns"]], episode["turns"]):
-            if turn["valid"] and before is not None and before["valid"] and parse_room(turn["board"]) == parse_room(before["board"]):
-                after_idle += 1  # the previous move changed nothing: the same room is shown again
-                repeats += turn["action"] == before["action"]
+        last_valid = None  # (room, action) of the previous turn when that turn was a valid move
+        for turn in episode["turns"]:
             moves[turn["action"] if turn["valid"] else "invalid"] += 1
             if not turn["valid"]:
+                last_valid = None
                 continue
-            options = move_kinds(turn["board"])
+            room = parse_room(turn["board"])  # the grid only: describe_last_move's line is not the room
+            if last_valid is not None and last_valid[0] == room:
+                after_idle += 1  # the previous move changed nothing: the same room is shown again
+                repeats += turn["action"] == last_valid[1]
+            last_valid = (room, turn["action"])
+            options = move_kinds(room)
             if options is None:
                 kinds["room already lost"] += 1
                 continue

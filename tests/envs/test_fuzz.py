@@ -56,11 +56,10 @@ def hostile_outputs(rng: random.Random, valid_answer: str, think_first: bool) ->
 
 
 def snapshot(env) -> dict:
-    """Everything the env holds except what every turn updates, valid or not: the turn counter and
-    describe_last_move's line."""
+    """Everything the env holds except the turn counter (invalid turns still count as turns)."""
     state = {}
     for key, value in vars(env).items():
-        if key in ("num_turns", "_last_move_line"):
+        if key == "num_turns":
             continue
         state[key] = value.getstate() if isinstance(value, random.Random) else copy.deepcopy(value)
     return state

@@ -222,7 +222,7 @@ class BaseEnv(ABC):
         self.num_turns = 0
         self._episode_over = True
         self._started = False
-        self._last_move_line = ""  # describe_last_move's line; empty before the first turn
+        self._last_move_line = ""  # describe_last_move's line; empty before the first turn and when it is off
 
     # ---- what a concrete env implements -------------------------------------------------------
     @abstractmethod
@@ -334,8 +334,9 @@ class BaseEnv(ABC):
                 outcome = dataclasses.replace(outcome, reward=outcome.reward + self.config.ineffective_penalty)
         # the canonical action name, or for free-form answers (expressions, numbers) the answer text
         action_name = None if action is None else action if isinstance(action, str) else parsed.answer
-        self._last_move_line = ("Last reply: no valid move." if action_name is None else
-                                f"Last move: {action_name}{'.' if outcome.effective else '; nothing changed.'}")
+        if self.config.describe_last_move:  # kept only where it is shown
+            self._last_move_line = ("Last reply: no valid move." if action_name is None else
+                                    f"Last move: {action_name}{'.' if outcome.effective else '; nothing changed.'}")
         truncated = not outcome.terminated and self.num_turns >= self.config.max_steps
         self._episode_over = outcome.terminated or truncated
         metrics = {
@@ -356,8 +357,8 @@ class BaseEnv(ABC):
         return self.observation_text(), float(outcome.reward), outcome.terminated, truncated, info
 
     def observation_text(self) -> str:
-        """What reset and step return: the render, and describe_last_move's line when it is on."""
-        if self.config.describe_last_move and self._last_move_line:
+        """What reset and step return: the render, and describe_last_move's line after the first turn."""
+        if self._last_move_line:
             return f"{self.render()}\n{self._last_move_line}"
         return self.render()
 
