@@ -262,3 +262,37 @@ def test_path_progress_pays_moves_of_a_shortest_solution_and_nothing_once_the_ro
         [-0.1 + 0.2, -0.1 + 0.2, -0.1 + 0.2 + 1.0 + 10.0])
     with pytest.raises(ValueError, match="progress_measure.*'manhattan'"):
         make_env("sokoban", progress_measure="solver")
+
+
+def _walkable(fixed, cols, start, boxes):
+    """Cells reached from start without pushing, by flood fill here (not the env's helper)."""
+    seen, todo = {start}, [start]
+    while todo:
+        cell = todo.pop()
+        for nxt in (cell - cols, cell + cols, cell - 1, cell + 1):
+            if fixed[nxt] != 0 and nxt not in boxes and nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_random_start_walks_the_player_away_from_the_box_and_keeps_the_room_solvable():
+    settings = dict(dim_room=[6, 6], num_boxes=1, search_depth=2, max_steps=8)
+    generated, moved = make_env("sokoban", **settings), make_env("sokoban", **settings, random_start=True)
+    moved_rooms, lengths = 0, {"generated": 0, "random_start": 0}
+    for seed in range(60):
+        fixed, cols, player, boxes = parse_room(generated.reset(seed=seed)[0])
+        obs = moved.reset(seed=seed)[0]
+        fixed2, _, player2, boxes2 = parse_room(obs)
+        assert (fixed2, boxes2) == (fixed, boxes)  # same walls, targets and box: only the player moved
+        assert player2 in _walkable(fixed, cols, player, boxes)  # reached by walking, no push
+        plan = solve(fixed, cols, player2, boxes, max_moves=8)
+        assert plan is not None and len(plan) == moved.optimal_moves <= 8, obs
+        moved_rooms += player2 != player
+        lengths["generated"] += generated.optimal_moves
+        lengths["random_start"] += moved.optimal_moves
+    assert moved_rooms >= 30
+    assert lengths["random_start"] >= lengths["generated"] + 60  # a walk first: over a move longer on average
+    assert make_env("sokoban", **settings, random_start=True).reset(seed=7)[0] == moved.reset(seed=7)[0]
+    with pytest.raises(ValueError, match="random_start"):
+        make_env("sokoban", **settings, random_start="yes")

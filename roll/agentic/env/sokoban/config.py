@@ -43,7 +43,13 @@ class SokobanEnvConfig(BaseEnvConfig):
     progress_measure (roll's key): the work left that progress_reward counts: "manhattan" (default, the
     sum above: walls ignored, so walking round a wall costs) or "path" (the moves of a shortest solution,
     by the solver: every move of some shortest solution earns it, every other move costs or earns
-    nothing). A move that makes the room unsolvable earns no progress, nor does any move after it."""
+    nothing). A move that makes the room unsolvable earns no progress, nor does any move after it.
+    random_start (roll's key, default false as in ROLL): after the room is generated, move the player
+    to a cell drawn with the episode's seed among those it can walk to without pushing a box, and from
+    which the room is still solvable within max_steps. Reverse play leaves the player beside the box it
+    last pulled, ready to push; here training also meets rooms where the player must first walk round
+    walls to the side a push needs, as most validation rooms ask. For training envs: validation rooms
+    stay as generated."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -70,6 +76,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     describe_surroundings: bool = False
     progress_reward: float = 0.0
     progress_measure: str = "manhattan"
+    random_start: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,3 +107,4 @@ class SokobanEnvConfig(BaseEnvConfig):
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)
+        require_bool(self.random_start, "random_start")

@@ -15,7 +15,7 @@ from roll.agentic.env.sokoban.config import (
     WALL,
     SokobanEnvConfig,
 )
-from roll.agentic.env.sokoban.room import deltas, generate_room, push, solve
+from roll.agentic.env.sokoban.room import deltas, generate_room, push, solve, walkable_from
 
 STEP_REWARD = -0.1
 BOX_ON_REWARD = 1.0
@@ -52,8 +52,20 @@ class SokobanEnv(BaseEnv):
         self.fixed, self.targets = room.fixed, room.targets
         self.boxes, self.player = room.boxes, room.player
         self.optimal_moves = room.optimal_moves
+        if self.config.random_start:
+            self._move_player_to_random_start(rng)
         self._plan = {}
         self._moves_left = {}
+
+    def _move_player_to_random_start(self, rng: random.Random) -> None:
+        """random_start: a walkable cell from which a solution still fits the episode's moves (the
+        generated cell always qualifies, so the draw never comes up empty)."""
+        choices = []
+        for cell in walkable_from(self.fixed, self.cols, self.player, self.boxes):
+            moves = solve(self.fixed, self.cols, cell, self.boxes, max_moves=self.config.max_steps)
+            if moves:
+                choices.append((cell, len(moves)))
+        self.player, self.optimal_moves = rng.choice(choices)
 
     def action_names(self) -> list[str]:
         return list(self._names)

@@ -61,6 +61,19 @@ def push(
     return nxt, (boxes - {nxt}) | {beyond}, beyond
 
 
+def walkable_from(fixed: tuple[int, ...], cols: int, player: int, boxes: frozenset[int]) -> list[int]:
+    """The cells the player reaches without pushing a box (its own included), in index order."""
+    seen, queue = {player}, deque([player])
+    while queue:
+        cell = queue.popleft()
+        for step in deltas(cols):
+            nxt = cell + step
+            if fixed[nxt] != WALL and nxt not in boxes and nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return sorted(seen)
+
+
 def _carve(rows: int, cols: int, want: int, rng: random.Random) -> set[int]:
     """Random walk over the interior, turning now and then; the visited cells are floor (connected)."""
     r, c = rng.randrange(1, rows - 1), rng.randrange(1, cols - 1)
