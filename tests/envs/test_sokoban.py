@@ -238,7 +238,7 @@ def test_path_progress_pays_moves_of_a_shortest_solution_and_nothing_once_the_ro
     def room(**config):
         """As above: row 1 "#P___#", row 2 "#_X_O#", rows 3-4 floor; a shortest solution is Down, Right,
         Right (3 moves)."""
-        env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=50, progress_reward=0.2, **config)
+        env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=50, **{"progress_reward": 0.2, **config})
         env.reset(seed=0)
         env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
         env.targets, env.player, env.boxes = frozenset({16}), 7, frozenset({14})
@@ -260,6 +260,14 @@ def test_path_progress_pays_moves_of_a_shortest_solution_and_nothing_once_the_ro
     assert env.moves_left() is None
     assert rewards(room(progress_measure="path"), ["Down", "Right", "Right"]) == pytest.approx(
         [-0.1 + 0.2, -0.1 + 0.2, -0.1 + 0.2 + 1.0 + 10.0])
+    # lost_room_penalty charges the push that loses the room, once: not the walk before it, not the
+    # moves after it; with either progress measure
+    for measure in ("path", "manhattan"):
+        env = room(progress_measure=measure, progress_reward=0.0, lost_room_penalty=-2.0)
+        assert rewards(env, ["Down", "Down", "Right", "Up", "Left", "Down"]) == pytest.approx(
+            [-0.1, -0.1, -0.1, -0.1 - 2.0, -0.1, -0.1])
+    with pytest.raises(ValueError, match="lost_room_penalty"):
+        make_env("sokoban", lost_room_penalty="high")
     with pytest.raises(ValueError, match="progress_measure.*'manhattan'"):
         make_env("sokoban", progress_measure="solver")
 

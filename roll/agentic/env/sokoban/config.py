@@ -49,7 +49,11 @@ class SokobanEnvConfig(BaseEnvConfig):
     which the room is still solvable within max_steps. Reverse play leaves the player beside the box it
     last pulled, ready to push; here training also meets rooms where the player must first walk round
     walls to the side a push needs, as most validation rooms ask. For training envs: validation rooms
-    stay as generated."""
+    stay as generated.
+    lost_room_penalty (roll's key, default 0 as ROLL has none): added to the reward of the move after
+    which no push sequence solves the room any more (a box pushed into a corner, say): the move that
+    loses the episode, priced like FrozenLake's hole_penalty. Without it such a move costs only its
+    -0.1, less than a detour costs under progress_reward."""
 
     max_steps: int = 100
     dim_room: tuple[int, int] = (6, 6)
@@ -77,6 +81,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     progress_reward: float = 0.0
     progress_measure: str = "manhattan"
     random_start: bool = False
+    lost_room_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,3 +113,5 @@ class SokobanEnvConfig(BaseEnvConfig):
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)
         require_bool(self.random_start, "random_start")
+        require_number(self.lost_room_penalty, "lost_room_penalty")
+        self.lost_room_penalty = float(self.lost_room_penalty)

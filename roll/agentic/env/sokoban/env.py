@@ -26,8 +26,9 @@ SOLVED_REWARD = 10.0
 class SokobanEnv(BaseEnv):
     """Rewards per legal move: -0.1, +1 for a box pushed onto a target, -1 for one pushed off, +10
     when all boxes are on targets (which ends the episode), plus progress_reward per cell of work left
-    saved (see SokobanEnvConfig). A move into a wall or an immovable box
-    is legal but ineffective (the -0.1 still applies, as in gym-sokoban)."""
+    saved and lost_room_penalty for the push that makes the room unsolvable (see SokobanEnvConfig). A
+    move into a wall or an immovable box is legal but ineffective (the -0.1 still applies, as in
+    gym-sokoban)."""
 
     config_cls = SokobanEnvConfig
     config: SokobanEnvConfig
@@ -75,12 +76,15 @@ class SokobanEnv(BaseEnv):
         reward = STEP_REWARD
         if moved is not None:
             before, work_before = len(self.boxes & self.targets), self._progress_distance()
+            before_state = (self.player, self.boxes)
             self.player, self.boxes, _ = moved
             after = len(self.boxes & self.targets)
             reward += BOX_ON_REWARD * max(after - before, 0) + BOX_OFF_REWARD * max(before - after, 0)
             work_after = self._progress_distance()
             if work_before is not None and work_after is not None:  # else the room is lost: no progress
                 reward += self.config.progress_reward * (work_before - work_after)
+            if self.config.lost_room_penalty and moved[2] is not None and self._lost_by_this_push(before_state):
+                reward += self.config.lost_room_penalty
         solved = self.is_success()
         if solved:
             reward += SOLVED_REWARD
@@ -167,6 +171,14 @@ class SokobanEnv(BaseEnv):
             moves = solve(self.fixed, self.cols, self.player, self.boxes)
             self._moves_left[state] = None if moves is None else len(moves)
         return self._moves_left[state]
+
+    def _lost_by_this_push(self, before_state: tuple[int, frozenset[int]]) -> bool:
+        """Whether the room was solvable before this move and is not now (only a push can lose it)."""
+        now = (self.player, self.boxes)
+        self.player, self.boxes = before_state
+        solvable_before = self.moves_left() is not None
+        self.player, self.boxes = now
+        return solvable_before and self.moves_left() is None
 
     def _progress_distance(self) -> Optional[int]:
         """The distance progress_reward pays the drop of (none computed while it is off)."""
