@@ -166,19 +166,18 @@ class SokobanEnv(BaseEnv):
     def moves_left(self) -> Optional[int]:
         """progress_measure "path": the moves of a shortest solution from here (BFS), None when no push
         sequence solves the room any more (a box in a corner, say; in Sokoban that is for good)."""
-        state = (self.player, self.boxes)
+        return self._moves_left_from((self.player, self.boxes))
+
+    def _moves_left_from(self, state: tuple[int, frozenset[int]]) -> Optional[int]:
+        """moves_left for any (player, boxes) of this room, cached per room."""
         if state not in self._moves_left:
-            moves = solve(self.fixed, self.cols, self.player, self.boxes)
+            moves = solve(self.fixed, self.cols, *state)
             self._moves_left[state] = None if moves is None else len(moves)
         return self._moves_left[state]
 
     def _lost_by_this_push(self, before_state: tuple[int, frozenset[int]]) -> bool:
         """Whether the room was solvable before this move and is not now (only a push can lose it)."""
-        now = (self.player, self.boxes)
-        self.player, self.boxes = before_state
-        solvable_before = self.moves_left() is not None
-        self.player, self.boxes = now
-        return solvable_before and self.moves_left() is None
+        return self._moves_left_from(before_state) is not None and self.moves_left() is None
 
     def _progress_distance(self) -> Optional[int]:
         """The distance progress_reward pays the drop of (none computed while it is off)."""
