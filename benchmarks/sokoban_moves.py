@@ -13,6 +13,8 @@ score at the same turns: an agent that reads the room beats it on the first shar
 Two more lines: success by the moves a shortest solution of the first room needs (the short rooms are
 the ones a curriculum trains on), and how often a move that changed nothing was answered with the same
 move (a one-turn prompt shows the same room again, so a policy that does not vary repeats it).
+Turns a run's `random_action_rate` played (the trajectory's `random_turns`) are left out of the moves
+and shares, which measure the policy; success counts every episode.
 Reads the default symbols (`#`, `_`, `O`, `√`, `X`, `P`, `S`), with or without `cell_separator: " "`.
 """
 
@@ -79,16 +81,21 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
         length = "unsolvable" if first is None else len(first)
         by_length.setdefault(length, []).append(float(episode["env_metrics"].get("success", 0.0)))
         last_valid = None  # (room, action) of the previous turn when that turn was a valid move
-        for turn in episode["turns"]:
-            moves[turn["action"] if turn["valid"] else "invalid"] += 1
+        random_turns = set(episode.get("random_turns") or ())
+        for index, turn in enumerate(episode["turns"]):
+            policy = index not in random_turns  # a random_action_rate turn moves the room, but is not the policy's
+            if policy:
+                moves[turn["action"] if turn["valid"] else "invalid"] += 1
             if not turn["valid"]:
                 last_valid = None
                 continue
             room = parse_room(turn["board"])  # the grid only: describe_last_move's line is not the room
-            if last_valid is not None and last_valid[0] == room:
+            if policy and last_valid is not None and last_valid[0] == room:
                 after_idle += 1  # the previous move changed nothing: the same room is shown again
                 repeats += turn["action"] == last_valid[1]
             last_valid = (room, turn["action"])
+            if not policy:
+                continue
             options = move_kinds(room)
             if options is None:
                 kinds["room already lost"] += 1

@@ -19,7 +19,7 @@ summary { cursor: pointer; }
 .turn.sample-turn { border-left-color: #e90; }
 pre { background: #f6f6f6; padding: 4px 6px; margin: 2px 0; white-space: pre-wrap; }
 pre.board { font-family: monospace; line-height: 1.15; display: inline-block; min-width: 6em; }
-.invalid { color: #b00; } .valid { color: #070; }
+.invalid { color: #b00; } .valid { color: #070; } .random-turn { color: #a60; }
 .tokens { font-family: monospace; font-size: 12px; line-height: 1.7; white-space: pre-wrap; word-break: break-all; }
 .tok { border-radius: 2px; padding: 0 1px; margin: 0 1px 0 0; }
 .tok.prompt { color: #777; background: #eee; }
@@ -122,6 +122,7 @@ PAGE_SCRIPT = r"""
     turns.forEach((t, k) => {
       const head = el("h4", {}, "Turn " + (k + 1) + " · reward " + fmt(t.reward, 2));
       if (k === own) head.append(" · this sample's turn");
+      if ((ep.random_turns || []).includes(k)) head.append(" · ", el("span", {class: "random-turn", title: "played by random_action_rate, not sampled from the policy"}, "random move"));
       if (t.valid !== undefined) head.append(" · ", el("span", {class: t.valid ? "valid" : "invalid"}, t.valid ? "valid" : "invalid"));
       if (t.action !== null && t.action !== undefined) head.append(" · action " + t.action);
       const turn = el("div", {class: k === own ? "turn sample-turn" : "turn"}, head);

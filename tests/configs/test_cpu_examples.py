@@ -294,3 +294,27 @@ def test_sokoban_moves_measures_each_move_against_the_solver():
     assert stuck_report["same move again after one that changed nothing"] == "1 of 2"
     assert stuck_report["share into a wall"].startswith("1.000 ")
     assert stuck_report["success by moves needed"] == {9: "0/1"}
+
+
+def test_sokoban_moves_leaves_random_turns_out_of_the_policys_moves():
+    """Turns a run's random_action_rate played (`random_turns`) move the room but are not the policy's:
+    seed 3's room, the policy pushes into the wall (Up), a random Down follows, then the policy's Up
+    again is a step back toward where it started, not a repeat of an unchanged room."""
+    from benchmarks.sokoban_moves import move_report
+
+    env = make_env("sokoban", dim_room=(6, 6), num_boxes=1, max_steps=40, describe_surroundings=True, cell_separator=" ")
+    board, _ = env.reset(seed=3)
+    turns = []
+    for move in ["Up", "Up", "Down", "Up"]:
+        turns.append({"board": board, "action": move, "valid": True})
+        board = env.step(f"<answer>{move}</answer>")[0]
+    episode = {"step_index": 0, "env_metrics": {"success": 0.0}, "turns": turns}
+    everything = move_report([episode])
+    assert everything["moves"] == {"Up": 3, "Down": 1}
+    assert everything["same move again after one that changed nothing"] == "1 of 2"  # Up after Up, Down after Up
+    # turns 1 and 2 (0-based) random: the policy made the first Up and the last one
+    report = move_report([{**episode, "random_turns": [1, 2]}])
+    assert report["moves"] == {"Up": 2}
+    assert report["valid moves in a solvable room"] == 2
+    assert report["share into a wall"].startswith("0.500 ")  # the first Up; the last is the step back up
+    assert report["same move again after one that changed nothing"] == "0 of 0"

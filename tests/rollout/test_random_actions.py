@@ -47,6 +47,9 @@ def test_random_turns_are_legal_moves_at_the_set_rate_and_samples_hold_their_tok
             assert sample.infer_logprobs[prompt_len:] == [0.0] * len(response)
             assert sample.messages[-1] == {"role": "assistant", "content": action}
         assert samples[0].env_metrics["random_actions"] == episode_random
+        # every sample of the episode names the random turns, by index into `actions`
+        expected = [k for k, action in enumerate(actions) if action != POLICY_TEXT]
+        assert all(sample.random_turns == expected for sample in samples)
         random_turns += episode_random
     share = random_turns / (random_turns + policy_turns)
     assert random_turns + policy_turns > 100 and 0.3 < share < 0.5, (random_turns, policy_turns)
@@ -72,6 +75,7 @@ def test_rate_zero_asks_the_policy_every_turn_and_reports_nothing(tiny_model_dir
     for samples in play(tokenizer, 0.0, range(5)):
         assert samples[0].actions == [POLICY_TEXT] * 5
         assert "random_actions" not in samples[0].env_metrics
+        assert all(sample.random_turns is None for sample in samples)
 
 
 def test_whole_episode_manager_explores_too(tiny_model_dir):
@@ -81,6 +85,7 @@ def test_whole_episode_manager_explores_too(tiny_model_dir):
     assert moves and set(moves) <= MOVES
     for (sample,) in episodes:
         assert sample.env_metrics["random_actions"] == sum(a != POLICY_TEXT for a in sample.actions)
+        assert sample.random_turns == [k for k, a in enumerate(sample.actions) if a != POLICY_TEXT]
         for action in sample.actions:  # every reply, random or not, is in the one token sequence
             assert action in tokenizer.decode(sample.input_ids)
 

@@ -84,6 +84,8 @@ class Trajectory:
         turn_state_keys: `[T]` for a whole-episode sample, the state_key of each turn (the state its
             reply acted in), for step credit on whole episodes (adv_estimator traj_gigpo); None when
             the manager does not provide them.
+        random_turns: the turns (0-based, as in `actions`) whose reply the manager played for
+            `random_action_rate` instead of the policy; None when the run does not explore.
         weight_version: the oldest policy-weight version that generated any of its tokens (-1: not
             known, e.g. an external server); async training measures staleness with it.
         extras: further per-sample values a custom manager attaches, by name; each name becomes a
@@ -112,6 +114,7 @@ class Trajectory:
     step_index: int | None = None
     state_key: str | None = None
     turn_state_keys: list[str] | None = None
+    random_turns: list[int] | None = None
     weight_version: int = -1
     extras: dict[str, Any] = field(default_factory=dict)
     env_id: int = -1

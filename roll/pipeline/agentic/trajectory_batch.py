@@ -11,7 +11,8 @@ from roll.pipeline.agentic.trajectory import Trajectory
 
 # Trajectory fields that become `batch.meta` columns (one entry per sample), besides `extras`.
 META_FIELDS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_metrics", "actions", "step_rewards",
-               "stop_reason", "step_index", "state_key", "turn_state_keys", "weight_version")
+               "stop_reason", "step_index", "state_key", "turn_state_keys", "random_turns",
+               "weight_version")
 
 
 def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:

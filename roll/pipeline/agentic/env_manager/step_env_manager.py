@@ -115,4 +115,5 @@ class StepEnvManager(TrajEnvManager):
             t["tokens"], score=float(sum(steps.rewards)), step_rewards=list(steps.rewards), actions=list(steps.actions),
             messages=t["messages"], env_metrics=dict(metrics), tag=self.tag, env_seed=seed, stop_reason=stop_reason,
             generated_tokens=t["generated"], step_index=i, state_key=t["state_key"],
+            random_turns=None if steps.random_turns is None else list(steps.random_turns),
         ) for i, t in enumerate(turns)]

@@ -73,17 +73,18 @@ class EpisodeSteps:
     actions: list[str] = field(default_factory=list)  # the replies, as the env received them
     step_metrics: list[dict[str, float]] = field(default_factory=list)
     modes: dict[str, str] = field(default_factory=dict)  # metric name -> aggregation mode
-    random_actions: int | None = None  # turns played by random_action_rate; None: exploration is off
+    random_turns: list[int] | None = None  # turns (0-based) played by random_action_rate; None: exploration is off
 
     def count_reply(self, result: GenerationResult) -> None:
-        if self.random_actions is not None and result.finish_reason == RANDOM_ACTION:
-            self.random_actions += 1
+        """Called with each turn's reply before the env plays it (so `actions` holds the earlier turns)."""
+        if self.random_turns is not None and result.finish_reason == RANDOM_ACTION:
+            self.random_turns.append(len(self.actions))
 
     def episode_metrics(self) -> dict[str, float]:
         metrics = aggregate_metrics(self.step_metrics, self.modes)
         metrics["num_actions"] = float(len(self.actions))
-        if self.random_actions is not None:
-            metrics["random_actions"] = float(self.random_actions)
+        if self.random_turns is not None:
+            metrics["random_actions"] = float(len(self.random_turns))
         return metrics
 
 
@@ -204,7 +205,7 @@ class TrajEnvManager:
                                 finish_reason=RANDOM_ACTION)
 
     def _episode_steps(self) -> EpisodeSteps:
-        return EpisodeSteps(random_actions=0 if self.random_action_rate else None)
+        return EpisodeSteps(random_turns=[] if self.random_action_rate else None)
 
     def _state_key(self, seed: int) -> str:
         """The env's state before the next action (GiGPO's anchor state; BaseEnv.state_key)."""
@@ -263,5 +264,5 @@ class TrajEnvManager:
         return [Trajectory.from_tokens(
             tokens, score=float(sum(steps.rewards)), step_rewards=steps.rewards, actions=steps.actions,
             messages=chat.messages, env_metrics=steps.episode_metrics(), tag=self.tag, env_seed=seed, stop_reason=stop_reason,
-            generated_tokens=gen_tokens, turn_state_keys=state_keys,
+            generated_tokens=gen_tokens, turn_state_keys=state_keys, random_turns=steps.random_turns,
         )]
