@@ -8,7 +8,7 @@ For FrozenLake it adds policies that do look, but only at the `describe_surround
 Down at random unless that move is a hole or the edge, else any move that is not — what an agent
 reading that line (and nothing else) can reach — and two that never back out of a dead end (Left or
 Up), among them the rule the one-board run's agent settled on. For Sokoban with the surroundings
-lines, one that reads only those lines: walk behind the box and push it towards its target.
+lines, one that reads only those lines: walk behind the box and push it towards its target; and one that follows describe_push's line.
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]
@@ -76,6 +76,7 @@ SURROUNDINGS_READERS = {
 
 
 OFFSET_WORDS = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}  # Sokoban's box line
+MOVE_NAMES = {step: word.capitalize() for word, step in OFFSET_WORDS.items()}
 
 
 def sokoban_offset(text: str) -> tuple[int, int]:
@@ -94,20 +95,38 @@ def push_box_towards_target(observation: str, rng: random.Random) -> str:
     lines = observation.splitlines()
     around = surroundings(next(line for line in lines if line.startswith("Up: ")))
     box_line = next((line for line in lines if line.startswith("Box: ")), None)
-    open_moves = [move for move, what in around.items() if what in ("floor", "target")]
     if box_line is None:  # every box is on a target already
-        return rng.choice(open_moves or list(around))
+        return rng.choice(list(around))
     from_you, from_box = box_line.removeprefix("Box: ").split("; its target: ")
     box, target = sokoban_offset(from_you), sokoban_offset(from_box)
     push = (1 if target[0] > 0 else -1, 0) if target[0] else (0, 1 if target[1] > 0 else -1)
-    name = {step: word.capitalize() for word, step in OFFSET_WORDS.items()}
     behind = (box[0] - push[0], box[1] - push[1])
     if behind == (0, 0):
-        return name[push]
-    towards = [(1 if behind[0] > 0 else -1, 0)] if behind[0] else []
-    towards += [(0, 1 if behind[1] > 0 else -1)] if behind[1] else []
+        return MOVE_NAMES[push]
+    return step_towards(behind, around, rng)
+
+
+def step_towards(offset: tuple[int, int], around: dict[str, str], rng: random.Random) -> str:
+    """A move towards the cell at `offset` on an axis whose move reaches floor or target, else any such
+    move (else any move)."""
+    open_moves = [move for move, what in around.items() if what in ("floor", "target")]
+    towards = [(1 if offset[0] > 0 else -1, 0)] if offset[0] else []
+    towards += [(0, 1 if offset[1] > 0 else -1)] if offset[1] else []
     rng.shuffle(towards)
-    return next((name[step] for step in towards if name[step] in open_moves), None) or rng.choice(open_moves or list(around))
+    return next((MOVE_NAMES[step] for step in towards if MOVE_NAMES[step] in open_moves), None) \
+        or rng.choice(open_moves or list(around))
+
+
+def follow_push_line(observation: str, rng: random.Random) -> str:
+    """Sokoban with describe_push: the push it names when the player stands there, else a step towards
+    the cell it names (as push_box_towards_target walks)."""
+    lines = observation.splitlines()
+    around = surroundings(next(line for line in lines if line.startswith("Up: ")))
+    push_line = next((line for line in lines if line.startswith("Push it ")), None)
+    if push_line is None:  # every box is on a target already
+        return rng.choice(list(around))
+    push, where = push_line.removeprefix("Push it ").rstrip(".").split(": ")
+    return push if where == "you stand there" else step_towards(sokoban_offset(where), around, rng)
 
 
 def surroundings(line: str) -> dict[str, str]:
@@ -120,12 +139,12 @@ def reading_last_line(choose):
     return lambda observation, rng: choose(surroundings(observation.splitlines()[-1]), rng)
 
 
-def reader_success(spec, seeds: list[int], horizon: int, choose, samplings: int = 20) -> float:
-    """Success of a policy that reads the observation with describe_surroundings on:
-    `choose(observation, rng)` picks the move."""
+def reader_success(spec, seeds: list[int], horizon: int, choose, samplings: int = 20, **lines: bool) -> float:
+    """Success of a policy that reads the observation with describe_surroundings (and any other line
+    keys in `lines`) on: `choose(observation, rng)` picks the move."""
     from roll.agentic.env.registry import make_env
 
-    env = make_env(spec.env_type, **{**spec.env_config, "describe_surroundings": True})
+    env = make_env(spec.env_type, **{**spec.env_config, "describe_surroundings": True, **lines})
     solved = 0
     for seed in seeds:
         for sampling in range(samplings):
@@ -178,6 +197,8 @@ def main(argv: list[str]) -> int:
             print("  a policy that reads only the surroundings lines (not map-blind):")
             print(f"    {reader_success(spec, seeds, horizon, push_box_towards_target):.3f}  "
                   "walks behind the box and pushes it towards its target")
+            print(f"    {reader_success(spec, seeds, horizon, follow_push_line, describe_push=True):.3f}  "
+                  "walks to where describe_push's line says to stand, then pushes the way it names")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Sokoban: generated rooms are solvable within the step budget, determinism, push rules, rewards."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -304,3 +305,51 @@ def test_random_start_walks_the_player_away_from_the_box_and_keeps_the_room_solv
     assert make_env("sokoban", **settings, random_start=True).reset(seed=7)[0] == moved.reset(seed=7)[0]
     with pytest.raises(ValueError, match="random_start"):
         make_env("sokoban", **settings, random_start="yes")
+
+
+def test_push_line_names_an_open_push_towards_the_target_and_where_to_stand_for_it():
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, describe_surroundings=True, describe_push=True)
+    env.reset(seed=0)
+    # the room of the surroundings test, one target at row 2, col 4
+    env.fixed = tuple([0] * 6 + [0, 1, 1, 1, 1, 0] + [0, 1, 1, 1, 2, 0] + [0, 1, 1, 1, 1, 0] * 2 + [0] * 6)
+    env.targets = frozenset({16})
+
+    def push_line(player: int, box: int) -> str:
+        env.player, env.boxes = player, frozenset({box})
+        return env.render().split("\n")[-1]
+
+    # box at row 1, col 2: the push down would need the wall above it; the push right is open, from the player's cell
+    assert push_line(7, 8) == "Push it Right: you stand there."
+    assert push_line(7, 15) == "Push it Right: stand 1 down and 1 right from you."  # level with the target: its row
+    assert push_line(7, 22) == "Push it Up: stand 3 down and 3 right from you."  # below the target: its column first
+    # in the bottom-left corner neither push is open (a wall behind each): the column's is named
+    assert push_line(7, 25) == "Push it Up: stand 4 down from you."
+    env.player, env.boxes = 7, frozenset({8})
+    obs, _, _, _, _ = env.step("<answer>Right</answer>")  # the named push moves the box one cell right
+    assert env.boxes == frozenset({9}) and obs.split("\n")[-1] == "Push it Right: you stand there."
+    with pytest.raises(ValueError, match="describe_surroundings"):
+        make_env("sokoban", describe_push=True)
+
+
+def test_push_line_on_generated_rooms_stands_behind_the_box_and_pushes_it_closer():
+    """On 200 generated rooms, read from the text alone: the named cell is the one behind the box for the
+    named push, and that push brings the box a cell closer to its target."""
+    env = make_env("sokoban", dim_room=[6, 6], num_boxes=1, max_steps=10, describe_surroundings=True, describe_push=True)
+    steps = {"Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)}
+    for seed in range(200):
+        text, _ = env.reset(seed=seed)
+        lines = text.split("\n")
+        fixed, cols, player, boxes = parse_room("\n".join(lines[:6]).replace(" ", ""))
+        (box,) = boxes
+        (target,) = [i for i, cell in enumerate(fixed) if cell == 2]
+        name, where = lines[-1].removeprefix("Push it ").rstrip(".").split(": ")
+        offset = [0, 0]  # "you stand there" names no count
+        for count, word in re.findall(r"(\d+) (up|down|left|right)", where):
+            offset[0] += int(count) * steps[word.capitalize()][0]
+            offset[1] += int(count) * steps[word.capitalize()][1]
+        dr, dc = steps[name]
+        stand = (player // cols + offset[0], player % cols + offset[1])
+        assert stand == (box // cols - dr, box % cols - dc), (seed, lines)
+        ahead = (box // cols + dr, box % cols + dc)
+        distance = lambda r, c: abs(r - target // cols) + abs(c - target % cols)
+        assert distance(*ahead) == distance(box // cols, box % cols) - 1, (seed, lines)

@@ -50,6 +50,12 @@ class SokobanEnvConfig(BaseEnvConfig):
     last pulled, ready to push; here training also meets rooms where the player must first walk round
     walls to the side a push needs, as most validation rooms ask. For training envs: validation rooms
     stay as generated.
+    describe_push (roll's key, default false as ROLL has no such line): after each box's line, which
+    way to push it and where to stand for that push, from the player ("Push it Up: stand 2 down and 1
+    left from you.", or "Push it Up: you stand there."). The push is along its target's column while
+    the box is not level with the target, else along its row. This is Sokoban's pushing rule applied to
+    the box line, not a solution: walls, the box and the order of pushes are left to the policy. A
+    policy that walks to that cell and pushes is benchmarks/map_blind_baselines.py's line reader.
     lost_room_penalty (roll's key, default 0 as ROLL has none): added to the reward of the move after
     which no push sequence solves the room any more (a box pushed into a corner, say): the move that
     loses the episode, priced like FrozenLake's hole_penalty. Without it such a move costs only its
@@ -80,6 +86,7 @@ class SokobanEnvConfig(BaseEnvConfig):
     describe_surroundings: bool = False
     progress_reward: float = 0.0
     progress_measure: str = "manhattan"
+    describe_push: bool = False
     random_start: bool = False
     lost_room_penalty: float = 0.0
 
@@ -109,6 +116,10 @@ class SokobanEnvConfig(BaseEnvConfig):
         self.action_lookup = names
         require_cell_separator(self.cell_separator)
         require_bool(self.describe_surroundings, "describe_surroundings")
+        require_bool(self.describe_push, "describe_push")
+        if self.describe_push and not self.describe_surroundings:
+            raise config_error("describe_push", "it adds to the box lines of describe_surroundings: set "
+                                                "describe_surroundings: true too")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)

@@ -151,7 +151,26 @@ class SokobanEnv(BaseEnv):
             target = min(free_targets, key=lambda t: self._distance(box, t))
             lines.append(f"Box: {self._offset(self.player, box)} from you; "
                          f"its target: {self._offset(box, target)} from the box.")
+            if self.config.describe_push:
+                lines.append(self._push_line(box, target))
         return lines
+
+    def _push_line(self, box: int, target: int) -> str:
+        """describe_push: a push towards `target` and the cell behind the box it is made from, relative
+        to the player. Of the (at most two) pushes that bring the box closer, the first (along the
+        column, then the row) whose cell ahead and cell behind are not walls and the cell ahead holds no
+        other box; if neither qualifies, the first."""
+        rows = target // self.cols - box // self.cols
+        cols = target % self.cols - box % self.cols
+        up, down, left, right = self._names
+        pushes = [(down, self.cols) if rows > 0 else (up, -self.cols)] if rows else []
+        pushes += [(right, 1) if cols > 0 else (left, -1)] if cols else []
+        open_push = (p for p in pushes if self.fixed[box + p[1]] != WALL and self.fixed[box - p[1]] != WALL
+                     and box + p[1] not in self.boxes)
+        name, step = next(open_push, pushes[0])
+        stand = box - step
+        where = "you stand there" if stand == self.player else f"stand {self._offset(self.player, stand)} from you"
+        return f"Push it {name}: {where}."
 
     def work_left(self) -> int:
         """progress_reward's measure: the boxes' distances to their nearest targets, plus the player's
