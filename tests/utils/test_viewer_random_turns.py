@@ -5,7 +5,6 @@ recorder and rendered in Chromium."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from html.parser import HTMLParser
 
 from transformers import AutoTokenizer
@@ -14,12 +13,9 @@ from roll.configs import load_config
 from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import RandomProxy
-from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
-from roll.viewer.records import TrajectoryRecorder
-from roll.viewer.report import write_report
 from tests.conftest import REPO_ROOT
-from tests.pipeline.test_report import headless
 from tests.rollout.helpers import manager_config
+from tests.utils.test_viewer_step_samples import rendered_report
 
 POLICY_TEXT = "<answer>Stay</answer>"
 
@@ -45,9 +41,8 @@ class TurnLabels(HTMLParser):
 
 
 def test_the_report_labels_exactly_the_random_turns(tiny_model_dir, tmp_path):
-    logs = tmp_path / "logs"
     config = load_config(REPO_ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
-                         [f"pretrain={tiny_model_dir}", f"logging_dir={logs}", "report.trajectories_per_step=4"],
+                         [f"pretrain={tiny_model_dir}", f"logging_dir={tmp_path / 'logs'}", "report.trajectories_per_step=4"],
                          config_cls=AgenticConfig)
     spec = dataclasses.replace(config.custom_envs["FrozenLakeCPU"], max_steps=6)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -60,12 +55,6 @@ def test_the_report_labels_exactly_the_random_turns(tiny_model_dir, tmp_path):
         samples.append(sample)
     expected = {s.traj_id: [action != POLICY_TEXT for action in s.actions] for s in samples}
     assert any(any(flags) for flags in expected.values()) and any(not all(f) for f in expected.values())
-    TrajectoryRecorder(config).save(trajectories_to_batch(samples, tokenizer.pad_token_id or 0), step=1)
-    (logs / "metrics.jsonl").write_text(json.dumps({"step": 1, "critic/score/mean": 0.0}) + "\n")
-    report = write_report(logs)
-
-    dom = headless(report.as_uri() + "#open", tmp_path / "profile", "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
     page = TurnLabels()
-    page.feed(dom.stdout)
+    page.feed(rendered_report(config, samples, tokenizer, tmp_path))
     assert page.turns == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 from transformers import AutoTokenizer
 
@@ -50,6 +51,16 @@ class SampleTurns(HTMLParser):
             self.entries[-1]["summary"] += data
 
 
+def rendered_report(config: AgenticConfig, samples: list[Trajectory], tokenizer, tmp_path) -> str:
+    """The DOM Chromium builds from the report of `samples` saved as step 1 (every episode opened)."""
+    logs = Path(config.logging_dir)
+    TrajectoryRecorder(config).save(trajectories_to_batch(samples, tokenizer.pad_token_id or 0), step=1)
+    (logs / "metrics.jsonl").write_text(json.dumps({"step": 1, "critic/score/mean": 0.0}) + "\n")
+    dom = headless(write_report(logs).as_uri() + "#open", tmp_path / "profile", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return dom.stdout
+
+
 def test_a_step_samples_tokens_are_drawn_under_its_own_turn(tiny_model_dir, tmp_path):
     logs = tmp_path / "logs"
     config = load_config(REPO_ROOT / "examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
@@ -69,14 +80,8 @@ def test_a_step_samples_tokens_are_drawn_under_its_own_turn(tiny_model_dir, tmp_
             tokens, score=sum(rewards), step_rewards=rewards, actions=REPLIES, messages=[{"role": "user", "content": "b"}],
             env_metrics={"success": 0.0}, tag="FrozenLakeCPU", env_seed=7, stop_reason="max_steps",
             generated_tokens=len(reply_ids), traj_id="g0-0", step_index=turn, state_key=f"s{turn}"))
-    TrajectoryRecorder(config).save(trajectories_to_batch(samples, tokenizer.pad_token_id or 0), step=1)
-    (logs / "metrics.jsonl").write_text(json.dumps({"step": 1, "critic/score/mean": 0.0}) + "\n")
-    report = write_report(logs)
-
-    dom = headless(report.as_uri() + "#open", tmp_path / "profile", "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
     page = SampleTurns()
-    page.feed(dom.stdout)
+    page.feed(rendered_report(config, samples, tokenizer, tmp_path))
     assert len(page.entries) == 3
     for turn, entry in enumerate(page.entries):
         assert f"step sample of turn {turn + 1}" in entry["summary"]
