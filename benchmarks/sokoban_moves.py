@@ -10,9 +10,11 @@ For each turn whose room could still be solved, the move is one of:
 - loses the room: no push sequence solves it any more (a box in a corner, say).
 Turns after the room was lost are counted apart. Beside each share, what a uniform random move would
 score at the same turns: an agent that reads the room beats it on the first share and on walls.
-Two more lines: success by the moves a shortest solution of the first room needs (the short rooms are
-the ones a curriculum trains on), and how often a move that changed nothing was answered with the same
-move (a one-turn prompt shows the same room again, so a policy that does not vary repeats it).
+The first move of each episode is counted apart too (the policy's reading of a fresh room, before
+repeats pile up on later turns). Two more lines: success by the moves a shortest solution of the first
+room needs (the short rooms are the ones a curriculum trains on), and how often a move that changed
+nothing was answered with the same move (a one-turn prompt shows the same room again, so a policy that
+does not vary repeats it).
 Turns a run's `random_action_rate` played (the trajectory's `random_turns`) are left out of the moves
 and shares, which measure the policy; success counts every episode.
 Reads the default symbols (`#`, `_`, `O`, `√`, `X`, `P`, `S`), with or without `cell_separator: " "`.
@@ -73,7 +75,7 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
     """Counts over the episodes' turns (a step-wise run saves one entry per turn; step_index 0 holds the
     whole episode)."""
     whole = [episode for episode in episodes if episode.get("step_index", 0) == 0]
-    kinds, moves, uniform = Counter(), Counter(), Counter()
+    kinds, moves, uniform, opening = Counter(), Counter(), Counter(), Counter()
     by_length: dict[int | str, list[float]] = {}
     repeats = after_idle = 0
     for episode in whole:
@@ -101,6 +103,8 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
                 kinds["room already lost"] += 1
                 continue
             kinds[options[turn["action"]]] += 1
+            if index == 0:
+                opening[options[turn["action"]]] += 1
             for kind in options.values():  # the baseline: a uniform random move at the same turn
                 uniform[kind] += 0.25
     solvable = sum(kinds[k] for k in KINDS)
@@ -113,6 +117,9 @@ def move_report(episodes: list[dict]) -> dict[str, object]:
     }
     for kind in KINDS:
         report[f"share {kind}"] = f"{kinds[kind] / max(solvable, 1):.3f} (uniform random move: {uniform[kind] / max(solvable, 1):.3f})"
+    first_moves = sum(opening.values())
+    # the first turn alone: what the policy reads from a fresh room, before any repeat can pile up
+    report["first move along a shortest solution"] = f"{opening[KINDS[0]] / max(first_moves, 1):.3f} of {first_moves}"
     report["valid moves after the room was lost"] = kinds["room already lost"]
     report["same move again after one that changed nothing"] = f"{repeats} of {after_idle}"
     return report

@@ -283,6 +283,7 @@ def test_sokoban_moves_measures_each_move_against_the_solver():
     assert report["share a detour"].startswith(f"{1 / 17:.3f} ")
     assert report["share loses the room"].startswith(f"{1 / 17:.3f} ")
     assert report["valid moves after the room was lost"] == 1
+    assert report["first move along a shortest solution"] == "0.500 of 2"  # Up into the wall; Down along
     assert report["success by moves needed"] == {9: "1/2"}  # both start in seed 3's room, 9 moves from solved
     assert report["same move again after one that changed nothing"] == "0 of 0"  # the Up into the wall is followed by no move
     # Up into the wall twice, then Right, into the wall too: one repeat of two answers to an unchanged room,
