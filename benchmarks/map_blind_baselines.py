@@ -8,7 +8,8 @@ For FrozenLake it adds policies that do look, but only at the `describe_surround
 Down at random unless that move is a hole or the edge, else any move that is not — what an agent
 reading that line (and nothing else) can reach — and two that never back out of a dead end (Left or
 Up), among them the rule the one-board run's agent settled on. For Sokoban with the surroundings
-lines, one that reads only those lines: walk behind the box and push it towards its target; and one that follows describe_push's line.
+lines, one that reads only those lines: walk behind the box and push it towards its target; and one
+that follows describe_push's line (walk to the cell it names, then push the way it names).
 
     python benchmarks/map_blind_baselines.py --config-path examples/smollm2-135M-agentic_cpu \\
         --config-name agent_val_frozen_lake [overrides...]

@@ -52,10 +52,11 @@ class SokobanEnvConfig(BaseEnvConfig):
     stay as generated.
     describe_push (roll's key, default false as ROLL has no such line): after each box's line, which
     way to push it and where to stand for that push, from the player ("Push it Up: stand 2 down and 1
-    left from you.", or "Push it Up: you stand there."). The push is along its target's column while
-    the box is not level with the target, else along its row. This is Sokoban's pushing rule applied to
-    the box line, not a solution: walls, the box and the order of pushes are left to the policy. A
-    policy that walks to that cell and pushes is benchmarks/map_blind_baselines.py's line reader.
+    left from you.", or "Push it Up: you stand there."). The push brings the box a cell closer to its
+    target: along the target's column first, then its row, taking the first with no wall ahead or behind
+    and no box ahead. This is Sokoban's pushing rule applied to the box line, not a solution: the walk
+    to that cell and the order of pushes are left to the policy. A policy that walks to that cell and
+    pushes is benchmarks/map_blind_baselines.py's line reader.
     lost_room_penalty (roll's key, default 0 as ROLL has none): added to the reward of the move after
     which no push sequence solves the room any more (a box pushed into a corner, say): the move that
     loses the episode, priced like FrozenLake's hole_penalty. Without it such a move costs only its
