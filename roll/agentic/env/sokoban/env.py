@@ -162,15 +162,19 @@ class SokobanEnv(BaseEnv):
         other box; if neither qualifies, the first."""
         rows = target // self.cols - box // self.cols
         cols = target % self.cols - box % self.cols
-        up, down, left, right = self._names
-        pushes = [(down, self.cols) if rows > 0 else (up, -self.cols)] if rows else []
-        pushes += [(right, 1) if cols > 0 else (left, -1)] if cols else []
-        open_push = (p for p in pushes if self.fixed[box + p[1]] != WALL and self.fixed[box - p[1]] != WALL
-                     and box + p[1] not in self.boxes)
-        name, step = next(open_push, pushes[0])
-        stand = box - step
+        up, down, left, right = range(4)  # directions in action order, as deltas() and push() number them
+        pushes = [down if rows > 0 else up] if rows else []
+        pushes += [right if cols > 0 else left] if cols else []
+        steps = deltas(self.cols)
+
+        def is_open(direction: int) -> bool:  # the cell behind is floor and the move rule lets the box go
+            stand = box - steps[direction]
+            return self.fixed[stand] != WALL and push(self.fixed, self.cols, stand, self.boxes, direction) is not None
+
+        direction = next((d for d in pushes if is_open(d)), pushes[0])
+        stand = box - steps[direction]
         where = "you stand there" if stand == self.player else f"stand {self._offset(self.player, stand)} from you"
-        return f"Push it {name}: {where}."
+        return f"Push it {self._names[direction]}: {where}."
 
     def work_left(self) -> int:
         """progress_reward's measure: the boxes' distances to their nearest targets, plus the player's
