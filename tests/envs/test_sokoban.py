@@ -329,6 +329,8 @@ def test_push_line_names_an_open_push_towards_the_target_and_where_to_stand_for_
     assert env.boxes == frozenset({9}) and obs.split("\n")[-1] == "Push it Right: you stand there."
     with pytest.raises(ValueError, match="describe_surroundings"):
         make_env("sokoban", describe_push=True)
+    with pytest.raises(ValueError, match="describe_push"):
+        make_env("sokoban", describe_surroundings=True, describe_push="yes")
 
 
 def test_push_line_on_generated_rooms_stands_behind_the_box_and_pushes_it_closer():
