@@ -162,7 +162,7 @@ def reader_success(spec, seeds: list[int], horizon: int, choose, samplings: int 
 def main(argv: list[str]) -> int:
     from roll.agentic.env.map_blind import check_supported, map_blind_baselines
     from roll.agentic.env.registry import make_env
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config-path", required=True)

@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from roll.agentic.env import make_env
 from roll.configs.worker_config import GeneratingArgs
-from roll.pipeline.agentic.agentic_config import DEFAULT_AGENT_TEMPLATE, CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import DEFAULT_AGENT_TEMPLATE, CustomEnvConfig, EnvManagerConfig
 
 DEFAULT_SYSTEM_TEMPLATE = CustomEnvConfig().agent_system_template
 

@@ -102,8 +102,8 @@ def main() -> None:
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
 
-    from roll.configs.runtime_checks import check_runnable
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.runtime_checks import check_runnable
+    from roll.launch.loader import load_agentic_config
     from roll.pipeline.agentic.agentic_pipeline import AgenticPipeline
 
     work = Path(tempfile.mkdtemp(prefix="soak", dir="/tmp"))

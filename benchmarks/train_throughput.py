@@ -30,7 +30,7 @@ from roll.configs.worker_config import ModelArgs, StrategyArgs, TrainingArgs, Wo
 from roll.data.batch import Batch  # noqa: E402
 from roll.distributed import Cluster  # noqa: E402
 from roll.workers.actor_worker import ActorWorker  # noqa: E402
-from roll.workers.base_worker import LossConfig  # noqa: E402
+from roll.workers.train_worker import LossConfig  # noqa: E402
 
 
 def matmul_flops(size: int = 2048, repeats: int = 5) -> float:

@@ -58,8 +58,8 @@ def main(overrides: list[str]) -> None:
     from benchmarks.soak import MB, status_bytes
     from roll.distributed.cluster import Cluster
     from roll.models import resolve_model_path
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
-    from roll.pipeline.agentic.pipeline_parts import loss_config, optimizer_steps
+    from roll.launch.loader import load_agentic_config
+    from roll.pipeline.agentic.builders import loss_config, optimizer_steps
     from roll.pipeline.agentic.weight_sync import plan_buckets
     from roll.workers.actor_worker import ActorWorker
 

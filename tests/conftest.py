@@ -9,8 +9,29 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# ROLL's own configs (SPEC §1) are read in place from the shared/ folder beside the checkout.
-SHARED_DIR = Path(os.environ.get("ROLL_SHARED_DIR", REPO_ROOT.parent / "shared"))
+# ROLL's own example configs, read in place from a ROLL checkout's examples/ folder (or any folder laid
+# out like it: config/ and qwen2.5-0.5B-agentic/). Without it the tests that read them skip.
+ROLL_EXAMPLES_SKIP = ("ROLL's example configs not found: set ROLL_EXAMPLES_DIR to a ROLL checkout's examples/ "
+                      "folder to run the tests that read them")
+_ROLL_EXAMPLES_DIR = os.environ.get("ROLL_EXAMPLES_DIR")
+ROLL_EXAMPLES: Path | None = Path(_ROLL_EXAMPLES_DIR).resolve() if _ROLL_EXAMPLES_DIR else None
+if ROLL_EXAMPLES is not None and not ROLL_EXAMPLES.is_dir():
+    raise RuntimeError(f"ROLL_EXAMPLES_DIR={_ROLL_EXAMPLES_DIR!r} is not a folder")
+requires_roll_examples = pytest.mark.skipif(ROLL_EXAMPLES is None, reason=ROLL_EXAMPLES_SKIP)
+
+
+def roll_examples(*parts: str) -> Path:
+    """A path under ROLL_EXAMPLES_DIR; skips the calling test (or module) when the variable is unset."""
+    if ROLL_EXAMPLES is None:
+        pytest.skip(ROLL_EXAMPLES_SKIP, allow_module_level=True)
+    return ROLL_EXAMPLES.joinpath(*parts)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line saying why the ROLL-config tests skipped, however many there were."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if ROLL_EXAMPLES_SKIP in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} skipped: {ROLL_EXAMPLES_SKIP}")
 
 
 @pytest.fixture(scope="session")

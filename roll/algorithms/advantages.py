@@ -1,4 +1,4 @@
-"""Advantage estimators (SPEC §4 step 8): GAE, and discounted returns for reinforce / GRPO.
+"""Advantage estimators (docs/algorithms.md, step 8): GAE, and discounted returns for reinforce / GRPO.
 
 Estimators are registered by name (`register_adv_estimator`) and all take one `AdvantageInputs`;
 the config key `adv_estimator` picks one, validation accepts any registered name, and

@@ -1,4 +1,4 @@
-"""Per-token KL estimators and the KL coefficient controllers (SPEC §4 step 7).
+"""Per-token KL estimators and the KL coefficient controllers (docs/algorithms.md, step 7).
 
 The estimators follow John Schulman's "Approximating KL divergence" note: with r = p_ref / p_policy
 evaluated on tokens sampled from the policy, k1 = −log r, k2 = ½ (log r)², k3 = r − 1 − log r.

@@ -1,4 +1,4 @@
-"""Loss aggregation and the actor / critic losses (SPEC §4 step 9).
+"""Loss aggregation and the actor / critic losses (docs/algorithms.md, step 9).
 
 Gradient accumulation must not change the maths: a mini-batch split into micro-batches must give
 the gradient of one pass over the whole mini-batch. So every loss takes the denominators of its
@@ -113,7 +113,7 @@ def ppo_policy_loss(
 
     ρ = exp(logp − old), ℓ = max(−A ρ, −A clip(ρ, 1 − clip_low, 1 + clip_high)); with dual clip c,
     ℓ = min(ℓ, −c A) where A < 0 (bounds the loss of a negative advantage under a huge ratio).
-    `dual_clip`: c itself, or True for SPEC's c = 1 + 2·clip_high, or None/False for off.
+    `dual_clip`: c itself, or True for c = 1 + 2·clip_high (ROLL's default), or None/False for off.
     Metrics (floats, token means over this call's mask; ROLL's definitions): pg_clipfrac (tokens where
     the clipped branch won, ROLL's `clipfrac`), pg_clipfrac_dual, ppo_ratio_low/high_clipfrac (ratio
     outside the range, whatever A), ppo_kl = approxkl (mean ½(logp − old)²), policykl (mean

@@ -26,7 +26,6 @@ import torch
 from torch import Tensor
 
 from roll.algorithms.masked import masked_mean
-from roll.configs.worker_config import WorkerConfig
 from roll.utils.registry import Registry
 
 # Same bound as ppo_policy_loss: exp(±20) stays finite in float32.
@@ -52,20 +51,15 @@ class PGVariantArgs:
     pg_clip_low: float = 0.2
     pg_clip_high: float = 0.2
     dual_clip: float | None = None  # ppo only: c > 1, or None for off
-    # the variants' constants: actor_train keys, with their defaults in one place (WorkerConfig)
-    tis_lower_bound: float = WorkerConfig.tis_lower_bound
-    tis_upper_bound: float = WorkerConfig.tis_upper_bound
-    topr_positive_weight: float = WorkerConfig.topr_positive_weight
-    topr_negative_weight: float = WorkerConfig.topr_negative_weight
-    cispo_epsilon_low: float = WorkerConfig.cispo_epsilon_low
-    cispo_epsilon_high: float = WorkerConfig.cispo_epsilon_high
-    cispo_use_unified_mask: bool = WorkerConfig.cispo_use_unified_mask
-    kimi15_tau: float = WorkerConfig.kimi15_tau
-
-    @classmethod
-    def from_worker(cls, worker: WorkerConfig) -> "PGVariantArgs":
-        """The variants' constants as actor_train's config sets them."""
-        return cls(**{name: getattr(worker, name) for name in WORKER_KEYS})
+    # the variants' constants: actor_train keys (WORKER_KEYS); WorkerConfig takes its defaults from here
+    tis_lower_bound: float = 0.0
+    tis_upper_bound: float = 1.0
+    topr_positive_weight: float = 1.0
+    topr_negative_weight: float = 1.0
+    cispo_epsilon_low: float = 0.1
+    cispo_epsilon_high: float = 0.1
+    cispo_use_unified_mask: bool = False
+    kimi15_tau: float = 0.1
 
     def __post_init__(self) -> None:
         if self.dual_clip is not None and self.dual_clip <= 1.0:

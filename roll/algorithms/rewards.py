@@ -1,4 +1,4 @@
-"""Response-level reward shaping (SPEC §4 step 6) and placing rewards on tokens (step 7).
+"""Response-level reward shaping (docs/algorithms.md, step 6) and placing rewards on tokens (step 7).
 
 Scores are one number per trajectory (`[B]`). Normalisation compares each score with the others
 in its group (a GRPO group, a tag, the whole batch); clipping bounds the result.
@@ -58,7 +58,7 @@ def normalize_rewards(
     further methods are whatever `register_norm_method` added. `norm_mean_type` / `norm_std_type`
     (`batch`, `group`) choose the mean subtracted and the std divided by; when only one is set, the
     other is filled from a built-in `method` (ROLL's rule).
-    Degenerate rules (SPEC §4.6, ROLL's): a trajectory alone in its group gets 0 whenever anything
+    Degenerate rules (ROLL's): a trajectory alone in its group gets 0 whenever anything
     is normalised; wherever scaling by a std is asked for and that std is ≈ 0 (≤ eps), the
     normalised reward is 0 — identical rewards carry no signal.
     """
@@ -148,7 +148,7 @@ def token_level_rewards(
 
     "Last" means the highest position with response_mask = 1, so right- and left-padded rows and
     multi-turn rows (several response segments) all get the episode score at the end of the final
-    response (SPEC §4 step 4). A row without response tokens gets no reward (nothing can be credited).
+    response (docs/rollout.md, "Exact tokens"). A row without response tokens gets no reward (nothing can be credited).
     Non-response positions are always 0.
     """
     dtype = response_level_rewards.dtype if response_level_rewards.is_floating_point() else torch.float32

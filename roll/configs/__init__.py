@@ -1,7 +1,7 @@
-"""Configuration: dataclasses, Hydra loading, validation."""
+"""The config schema: every config dataclass and its defaults (AgenticConfig included). Data only:
+loading YAML into it and validating it happen in roll/launch/, above every layer that reads it."""
 
 from roll.configs.errors import ConfigError
-from roll.configs.loader import load_config
 from roll.configs.worker_config import WorkerConfig
 
-__all__ = ["ConfigError", "load_config", "WorkerConfig"]
+__all__ = ["ConfigError", "WorkerConfig"]

@@ -1,4 +1,4 @@
-"""Run-level and algorithm settings shared by roll's pipelines (SPEC.md §2). Defaults follow ROLL."""
+"""Run-level and algorithm settings shared by roll's pipelines (docs/configuration.md). Defaults follow ROLL."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a run shows its user: saved trajectories, the HTML report, progress lines, collapse alarms.
 
-`report:` and `alarms:` are keys of AgenticConfig (roll/pipeline/agentic/agentic_config.py).
+`report:` and `alarms:` are keys of AgenticConfig (roll/configs/agentic_config.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class ReportConfig:
 
 @dataclass
 class AlarmConfig:
-    """Thresholds of the collapse alarms (roll/utils/alarms.py). An alarm metric `alarm/<name>` is 1.0
+    """Thresholds of the collapse alarms (roll/pipeline/agentic/alarms.py). An alarm metric `alarm/<name>` is 1.0
     on a step where it trips, and one warning line names every alarm tripped."""
 
     enabled: bool = True

@@ -1,7 +1,7 @@
 """The configuration of one worker role (actor_train, actor_infer, critic, reference).
 
 Field names follow ROLL's YAML, so a ROLL config's worker blocks load unchanged. Keys that ROLL uses
-but that have no effect in roll are listed in roll/configs/roll_keys.py: they load with one warning
+but that have no effect in roll are listed in roll/launch/roll_keys.py: they load with one warning
 line instead of an error (or are refused for a value roll cannot honour).
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from roll.algorithms.pg_variants import PGVariantArgs
 
 
 @dataclass
@@ -50,9 +52,6 @@ class GeneratingArgs:
     top_p: float = 0.99
     top_k: int = 100
     do_sample: bool = True  # False (or temperature 0) = greedy
-    num_beams: int = 1
-    num_return_sequences: int = 1
-    repetition_penalty: float = 1.0
     stop_strings: list[str] | None = None
 
 
@@ -64,7 +63,8 @@ class StrategyArgs:
 
 @dataclass
 class DataArgs:
-    template: str | None = None  # ROLL's template name; roll always uses the tokenizer's own chat template
+    """ROLL's data_args: its keys (a dataset, a chat template name) have no effect on agentic runs, whose
+    prompts come from the envs rendered with the tokenizer's own chat template (roll/launch/roll_keys.py)."""
 
 
 @dataclass
@@ -87,14 +87,14 @@ class WorkerConfig:
     sequence_packing_args: dict[str, Any] | None = None
     # actor_train's policy loss (roll/algorithms/pg_variants.py; ROLL's keys and defaults)
     pg_variant: str = "ppo"  # vanilla | ppo | tis | topr | cispo | kimi15, or a registered name
-    tis_lower_bound: float = 0.0
-    tis_upper_bound: float = 1.0
-    topr_positive_weight: float = 1.0
-    topr_negative_weight: float = 1.0
-    cispo_epsilon_low: float = 0.1
-    cispo_epsilon_high: float = 0.1
-    cispo_use_unified_mask: bool = False
-    kimi15_tau: float = 0.1
+    tis_lower_bound: float = PGVariantArgs.tis_lower_bound
+    tis_upper_bound: float = PGVariantArgs.tis_upper_bound
+    topr_positive_weight: float = PGVariantArgs.topr_positive_weight
+    topr_negative_weight: float = PGVariantArgs.topr_negative_weight
+    cispo_epsilon_low: float = PGVariantArgs.cispo_epsilon_low
+    cispo_epsilon_high: float = PGVariantArgs.cispo_epsilon_high
+    cispo_use_unified_mask: bool = PGVariantArgs.cispo_use_unified_mask
+    kimi15_tau: float = PGVariantArgs.kimi15_tau
 
     @property
     def num_workers(self) -> int:

@@ -22,9 +22,9 @@ import torch
 
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
-from roll.distributed.rendezvous import free_address
-from roll.utils.memory import release_free_memory
 from roll.strategies.registry import strategy_facts
+from roll.utils.memory import release_free_memory
+from roll.utils.rendezvous import free_address
 
 EXECUTORS = ("ray", "local")
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 MAX_DEFAULT_SLOTS = 64
 CONFIG_PREFIX = "actor_infer.strategy_args.strategy_config"

@@ -26,6 +26,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from roll.data.micro_batch import MicroBatch
 from roll.strategies.hf_train import HFTrainStrategy
+from roll.utils.rendezvous import free_address
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 FROM_RANK0 = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False)
@@ -38,7 +39,6 @@ def join_process_group(device: torch.device, rank: int, world_size: int, dist_ad
     if dist_addr is None:
         if world_size > 1:
             raise ValueError(f"{strategy} with several ranks needs a rendezvous address; build it through roll.distributed.Cluster")
-        from roll.distributed.rendezvous import free_address
 
         dist_addr = free_address()
     backend = "nccl" if device.type == "cuda" else "gloo"

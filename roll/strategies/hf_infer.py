@@ -2,7 +2,7 @@
 
 The strategy owns the model and the tokenizer and hands generation to `DecodeEngine` (continuous
 batching, per-episode KV cache kept between turns, a fixed KV budget: roll/strategies/engine_budget.py).
-It is a small adapter (DESIGN principle 5):
+It is a small adapter:
 `generate`, `release`, `load_state_dict`, `state_dict`.
 """
 

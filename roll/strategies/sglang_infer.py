@@ -23,14 +23,13 @@ from typing import Any, Callable
 import torch
 
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+from roll.strategies.registry import strategy_problem
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def sglang_unavailable_reason() -> str | None:
     """Why SGLang cannot run here (with the alternative); None when it can (the strategy facts table)."""
-    from roll.strategies.registry import strategy_problem
-
     return strategy_problem("sglang", torch.cuda.is_available())
 
 

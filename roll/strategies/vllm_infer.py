@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+from roll.strategies.registry import strategy_problem
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ ROLL_DEFAULTS = {"enforce_eager": True, "enable_prefix_caching": True}
 
 def vllm_unavailable_reason() -> str | None:
     """Why vLLM cannot run here (with how to install it); None when it can (the strategy facts table)."""
-    from roll.strategies.registry import strategy_problem
-
     return strategy_problem("vllm", torch.cuda.is_available())
 
 

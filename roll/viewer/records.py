@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from roll.agentic.env import make_env
 from roll.data.batch import Batch
-from roll.pipeline.agentic.trajectory_batch import batch_episode_keys
+from roll.data.episodes import batch_episode_keys
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from roll.algorithms import (
 from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
-from roll.workers.base_worker import LossConfig, TrainWorker, is_single_update
 from roll.workers.sft import end_sft, sft_step
+from roll.workers.train_worker import LossConfig, TrainWorker, is_single_update
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages")
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from roll.algorithms import value_loss
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
-from roll.workers.base_worker import LossConfig, TrainWorker
+from roll.workers.train_worker import LossConfig, TrainWorker
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "response_mask", "values", "returns")
 

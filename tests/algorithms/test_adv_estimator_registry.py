@@ -7,7 +7,7 @@ from roll.algorithms import ADV_ESTIMATORS, AdvantageInputs, register_adv_estima
 from roll.configs import ConfigError
 from roll.configs.base_config import BaseConfig, RewardNormalizationConfig
 from roll.data.batch import Batch
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")

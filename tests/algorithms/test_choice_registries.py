@@ -15,7 +15,7 @@ from roll.algorithms import (
     register_norm_method,
 )
 from roll.configs import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 

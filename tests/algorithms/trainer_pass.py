@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from roll.workers.actor_worker import ActorWorker  # noqa: E402
-from roll.workers.base_worker import LossConfig  # noqa: E402
+from roll.workers.train_worker import LossConfig  # noqa: E402
 from tests.workers.helpers import actor_config, make_batch  # noqa: E402
 
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from roll.configs import ConfigError
-from roll.configs.runtime_checks import check_runnable
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.runtime_checks import check_runnable
+from roll.launch.loader import load_agentic_config
 from tests.conftest import REPO_ROOT
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")

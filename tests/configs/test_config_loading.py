@@ -4,13 +4,12 @@ import logging
 
 import pytest
 
-from roll.pipeline.agentic.agentic_config import load_agentic_config
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from roll.launch.loader import load_agentic_config
+from tests.conftest import REPO_ROOT, ROLL_EXAMPLES, requires_roll_examples
 
 GUIDE = ("examples/qwen2.5-0.5B-agentic_ds", "agent_val_frozen_lake")
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
-ROLL_DIR = SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic"
-needs_roll_configs = pytest.mark.skipif(not ROLL_DIR.is_dir(), reason=f"ROLL's configs are not at {ROLL_DIR} (set ROLL_SHARED_DIR)")
+ROLL_DIR = ROLL_EXAMPLES / "qwen2.5-0.5B-agentic" if ROLL_EXAMPLES else None
 
 
 def test_guide_config_loads_as_the_guide_describes():
@@ -57,7 +56,7 @@ def test_override_of_a_key_the_yaml_leaves_out_still_applies():
     assert config.actor_train.training_args.adam_beta2 == pytest.approx(0.95)
 
 
-@needs_roll_configs
+@requires_roll_examples
 def test_roll_example_loads_with_warnings_only_for_keys_without_effect(caplog):
     with caplog.at_level(logging.WARNING, logger="roll.config"):
         config = load_agentic_config(ROLL_DIR, "agent_val_frozen_lake")
@@ -73,7 +72,7 @@ def test_roll_example_loads_with_warnings_only_for_keys_without_effect(caplog):
     assert sum("use_thread_lock" in m for m in messages) == 1
 
 
-@needs_roll_configs
+@requires_roll_examples
 def test_roll_env_manager_class_path_resolves_to_ours():
     import importlib
 

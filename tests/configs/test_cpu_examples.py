@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from roll.agentic.env import make_env
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 
 CPU_DIR = Path(__file__).resolve().parents[2] / "examples" / "smollm2-135M-agentic_cpu"
 

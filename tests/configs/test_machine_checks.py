@@ -11,7 +11,7 @@ import pytest
 import ray
 import torch
 
-from roll.configs.runtime_checks import cpu_has_native_bf16
+from roll.launch.runtime_checks import cpu_has_native_bf16
 from roll.launch import main
 
 CPU = ["--config-path", "examples/smollm2-135M-agentic_cpu", "--config-name", "agent_val_frozen_lake"]

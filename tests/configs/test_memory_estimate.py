@@ -8,8 +8,8 @@ import ray
 import torch
 from transformers import AutoModelForCausalLM
 
-from roll.configs.memory_estimate import GIB, ModelFacts, infer_estimate, machine_memory_bytes, model_facts, trainer_estimate
-from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
+from roll.launch.memory_estimate import GIB, ModelFacts, infer_estimate, machine_memory_bytes, model_facts, trainer_estimate
+from roll.configs.agentic_config import AgenticConfig, EnvManagerConfig
 from roll.strategies.hf_infer import HFInferStrategy
 
 from tests.configs.test_machine_checks import launch

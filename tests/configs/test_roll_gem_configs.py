@@ -15,9 +15,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from roll.launch import main
-from tests.conftest import SHARED_DIR
+from tests.conftest import roll_examples
 
-ROLL_CONFIGS = SHARED_DIR / "roll-configs"
+ROLL_CONFIGS = roll_examples()
 GEM_GAMES_FILE = ROLL_CONFIGS / "config" / "traj_envs_gem_games.yaml"
 TRAIN = "roll.pipeline.agentic.agentic_pipeline.AgenticPipeline"
 GEM_INSTALLED = importlib.util.find_spec("gem") is not None

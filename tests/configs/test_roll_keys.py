@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from roll.configs import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 
@@ -65,7 +65,7 @@ def test_top_level_yaml_variables_are_accepted_and_listed_once(caplog):
 
 
 def test_null_template_means_the_default():
-    from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+    from roll.configs.agentic_config import CustomEnvConfig
 
     config = load("custom_envs.FrozenLakeCPU.agent_system_template=null")
     assert config.custom_envs["FrozenLakeCPU"].agent_system_template == CustomEnvConfig().agent_system_template
@@ -78,8 +78,8 @@ def test_empty_val_tags_fall_back_to_the_train_envs():
 
 
 def test_a_config_without_actor_train_is_rollout_only():
-    from roll.configs.loader import config_from_dictconfig, compose_raw, resolve_config_dir
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.launch.loader import config_from_dictconfig, compose_raw, resolve_config_dir
+    from roll.configs.agentic_config import AgenticConfig
 
     raw = compose_raw(resolve_config_dir(CPU[0]), CPU[1], ["~actor_train"])
     with pytest.raises(ConfigError, match="no actor_train block, so it is a rollout-only config"):
@@ -135,3 +135,21 @@ def test_pg_variant_correction_and_async_keys_load_into_typed_fields():
     weight, (rule,) = config.train_infer_correction.is_weight, config.train_infer_correction.filters
     assert (weight.enabled, weight.weight_type, weight.upper_bound) == (True, "geometric", 2.0)
     assert (rule.agg_type, rule.diff_enabled, rule.ratio_high, rule.ratio_low) == ("segment", True, 1.05, 0.8)
+
+
+def test_a_key_is_either_a_field_or_in_the_table_never_both():
+    """One table for ROLL's keys without effect: a key roll implements is a dataclass field, and only then
+    (TrainingArgs' section, derived from transformers' TrainingArguments, is filtered by keys_for)."""
+    import dataclasses
+
+    from roll.configs import agentic_config, base_config, worker_config
+    from roll.launch.roll_keys import SECTIONS
+
+    classes = {name: getattr(module, name) for module in (agentic_config, base_config, worker_config)
+               for name in SECTIONS if hasattr(module, name)}
+    assert set(classes) == set(SECTIONS), f"sections without a dataclass: {set(SECTIONS) - set(classes)}"
+    for name, section in SECTIONS.items():
+        if callable(section):
+            continue
+        both = sorted(set(section) & {f.name for f in dataclasses.fields(classes[name])})
+        assert not both, f"{name}: {both} are fields and also listed as keys without effect"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from roll.configs import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
-from tests.conftest import SHARED_DIR
+from roll.launch.loader import load_agentic_config
+from tests.conftest import roll_examples
 
 CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 STEP = ["adv_estimator=gigpo",
@@ -14,7 +14,7 @@ STEP = ["adv_estimator=gigpo",
 
 
 def test_roll_gigpo_config_sets_the_step_credit_keys():
-    config = load_agentic_config(SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic", "agent_val_frozen_lake_gigpo",
+    config = load_agentic_config(roll_examples("qwen2.5-0.5B-agentic"), "agent_val_frozen_lake_gigpo",
                                  overrides=["pretrain=tiny-random-qwen2"])
     assert (config.adv_estimator, config.batch_adjust_mode) == ("gigpo", "copy")
     assert (config.step_reward_gamma, config.episode_reward_weight, config.step_reward_weight) == (0.95, 1.0, 1.0)

@@ -1,4 +1,4 @@
-"""The envs files load: ours (examples/config/envs.yaml) and ROLL's own (shared/roll-configs)."""
+"""The envs files load: ours (examples/config/envs.yaml) and ROLL's own (ROLL_EXAMPLES_DIR/config)."""
 
 from pathlib import Path
 
@@ -8,8 +8,9 @@ from omegaconf import OmegaConf
 from roll.agentic.env import list_env_types, make_env
 from roll.agentic.env.policies import run_scripted_episode
 
+from tests.conftest import ROLL_EXAMPLES, requires_roll_examples
+
 REPO = Path(__file__).resolve().parents[2]
-ROLL_CONFIGS = REPO.parent / "shared" / "roll-configs"
 OUR_TAGS = ["SimpleSokoban", "LargerSokoban", "SokobanDifferentGridVocab", "FrozenLake", "FrozenLakeThink",
             "Countdown", "GuessNumber"]
 
@@ -32,9 +33,9 @@ def test_our_envs_file_defines_the_tags_and_each_plays_to_success():
             assert episode.success and episode.num_turns <= entry["max_steps"], (tag, seed)
 
 
-@pytest.mark.skipif(not ROLL_CONFIGS.exists(), reason="shared/roll-configs not present")
+@requires_roll_examples
 def test_rolls_envs_file_builds_every_env_we_implement():
-    entries = custom_env_entries(ROLL_CONFIGS / "config" / "traj_envs.yaml")
+    entries = custom_env_entries(ROLL_EXAMPLES / "config" / "traj_envs.yaml")
     built = 0
     for tag, entry in entries.items():
         if entry["env_type"] not in list_env_types():
@@ -46,10 +47,10 @@ def test_rolls_envs_file_builds_every_env_we_implement():
     assert built == 5
 
 
-@pytest.mark.skipif(not ROLL_CONFIGS.exists(), reason="shared/roll-configs not present")
+@requires_roll_examples
 def test_rolls_locally_defined_frozen_lake_example_builds_with_its_instruction():
-    cfg = OmegaConf.load(ROLL_CONFIGS / "qwen2.5-0.5B-agentic" / "agent_val_frozen_lake.yaml")
-    envs = OmegaConf.merge(OmegaConf.load(ROLL_CONFIGS / "config" / "traj_envs.yaml"), cfg)
+    cfg = OmegaConf.load(ROLL_EXAMPLES / "qwen2.5-0.5B-agentic" / "agent_val_frozen_lake.yaml")
+    envs = OmegaConf.merge(OmegaConf.load(ROLL_EXAMPLES / "config" / "traj_envs.yaml"), cfg)
     entry = OmegaConf.to_container(envs, resolve=True)["custom_envs"]["FrozenLakeLocallyDefineExamples"]
     env = make_env(entry["env_type"], **entry["env_config"])
     _, info = env.reset(seed=0)

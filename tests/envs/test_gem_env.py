@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from roll.agentic.env import make_env
+from tests.conftest import roll_examples
 from tests.envs.test_fuzz import hostile_outputs
 
 pytest.importorskip("gem", reason="GEM is an optional dependency: pip install 'roll[gem]' (scripts/bootstrap.sh installs it)")
@@ -175,11 +176,9 @@ def test_the_example_entries_build_and_take_a_boxed_move():
 def test_rolls_gem_entries_build_and_play_with_their_own_env_types():
     from omegaconf import OmegaConf
 
-    from tests.conftest import SHARED_DIR
-
     entries = {}
     for name, group in (("traj_envs_gem_games.yaml", "gem_games"), ("traj_envs_gem_rg.yaml", "gem_rg")):
-        entries.update(OmegaConf.to_container(OmegaConf.load(SHARED_DIR / "roll-configs/config" / name), resolve=True)[group])
+        entries.update(OmegaConf.to_container(OmegaConf.load(roll_examples("config", name)), resolve=True)[group])
     for tag in ("GuessTheNumber", "TowerofHanoi", "LetterCounting"):
         entry = entries[tag]
         env = make_env(entry["env_type"], **entry["env_config"])  # e.g. game:TowerofHanoi-v0 with num_disks: 4

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from roll.agentic.env.tool_use.sandbox import sandbox_unavailable_reason
 from roll.agentic.env.tool_use.tools import TOOL_SCHEMAS
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.env_manager.tool_env_manager import ToolEnvManager, template_renders_tools
 from roll.pipeline.agentic.llm_proxy import PolicyProxy
 from roll.strategies.generation import GenerationRequest, GenerationResult

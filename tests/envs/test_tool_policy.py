@@ -12,7 +12,7 @@ import pytest
 from roll.agentic.env import make_env
 from roll.agentic.env.policies import tool_use_text
 from roll.configs.errors import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 
 EXAMPLE = ("examples/smollm2-135M-agentic_cpu", "agent_val_tool_use")
 

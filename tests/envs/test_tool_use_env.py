@@ -14,7 +14,7 @@ from roll.agentic.env import make_env
 from roll.agentic.env.tool_use.config import parse_tool_wrapper
 from roll.agentic.env.tool_use.sandbox import sandbox_unavailable_reason
 from roll.agentic.env.tool_use.tools import call_example
-from tests.conftest import SHARED_DIR
+from tests.conftest import roll_examples
 from tests.envs.test_fuzz import hostile_outputs
 
 if sandbox_unavailable_reason():  # a property of the machine (no namespaces), not of roll: say why
@@ -93,7 +93,7 @@ def test_tool_budget_and_malformed_calls_cost_the_format_penalty():
 
 
 def test_rolls_tool_wrapper_blocks_from_rolls_configs_parse():
-    config = yaml.safe_load((SHARED_DIR / "roll-configs/config/traj_envs_gem_math.yaml").read_text())
+    config = yaml.safe_load(roll_examples("config", "traj_envs_gem_math.yaml").read_text())
     blocks = [spec["tool_wrapper"] for spec in config["gem_math"].values() if "tool_wrapper" in spec]
     assert len(blocks) >= 3
     for block in blocks:
@@ -161,7 +161,7 @@ def test_the_example_entries_build_and_the_tool_solves_them():
 
 def test_a_tool_env_in_a_pipeline_config_loads_with_rolls_tool_wrapper_beside_env_config():
     from roll.configs import ConfigError
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
 
     cpu = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
     tool_env = [

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from roll.distributed.rendezvous import free_address
+from roll.utils.rendezvous import free_address
 
 RAY = str(Path(sys.executable).parent / "ray")
 NODE_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_raylet_start_wait_time_s": "300", "RAY_USAGE_STATS_ENABLED": "0"}

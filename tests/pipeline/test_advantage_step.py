@@ -1,4 +1,4 @@
-"""The config → algorithms mapping of one batch (SPEC §4 steps 6-8), checked against hand-worked numbers."""
+"""The config → algorithms mapping of one batch (docs/algorithms.md, steps 6-8), checked against hand-worked numbers."""
 
 import statistics
 

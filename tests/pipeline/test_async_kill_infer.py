@@ -9,7 +9,7 @@ import pytest
 import ray
 from transformers import AutoModelForCausalLM
 
-from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+from roll.configs.agentic_config import EnvManagerConfig
 from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from roll.workers.infer_worker import InferWorker

@@ -2,7 +2,7 @@
 
 import pytest
 
-from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+from roll.configs.agentic_config import EnvManagerConfig
 from roll.pipeline.agentic.async_rollout import AsyncRollout
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from tests.rollout.helpers import FROZEN_LAKE_SPEC

@@ -63,9 +63,9 @@ def test_take_rows_indexes_tensors_and_meta_and_counts():
 
 
 def test_the_lr_schedule_counts_one_sample_per_turn_for_step_wise_envs():
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
     from roll.pipeline.agentic.batch_adjust import max_samples_per_batch
-    from roll.pipeline.agentic.pipeline_parts import optimizer_steps
+    from roll.pipeline.agentic.builders import optimizer_steps
 
     cpu = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
     traj = load_agentic_config(*cpu)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from roll.configs.errors import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 from tests.conftest import REPO_ROOT
 
 USER_MODULE = '''

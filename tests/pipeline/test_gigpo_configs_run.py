@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import REPO_ROOT, roll_examples
 
-ROLL_DIR = SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic"
+ROLL_DIR = roll_examples("qwen2.5-0.5B-agentic")
 
 
 @pytest.fixture()

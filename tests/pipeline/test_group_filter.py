@@ -6,7 +6,8 @@ import torch
 
 from roll.data.batch import Batch
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
-from roll.pipeline.agentic.agentic_config import AgenticConfig, load_agentic_config
+from roll.configs.agentic_config import AgenticConfig
+from roll.launch.loader import load_agentic_config
 from roll.pipeline.agentic.group_filter import (
     copy_back_rewards,
     drop_zero_gradient_groups,

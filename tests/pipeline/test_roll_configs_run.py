@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import REPO_ROOT, roll_examples
 
-ROLL_DIR = SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic"
+ROLL_DIR = roll_examples("qwen2.5-0.5B-agentic")
 # The actor's losses and statistics on its first step are a function of the tokens it trains on
 # (same initial weights, same seed, deterministic CPU kernels).
 TRAINER_METRICS = ("actor/pg_loss", "actor/entropy", "actor/approxkl", "actor/clipfrac", "critic/score/mean")

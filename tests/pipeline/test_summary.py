@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from roll.pipeline.agentic.agentic_config import AgenticConfig
-from roll.pipeline.agentic.pipeline_parts import summary_table
+from roll.configs.agentic_config import AgenticConfig
+from roll.pipeline.agentic.builders import summary_table
 
 
 def test_summary_lines_pair_before_and_after_per_metric():

@@ -4,7 +4,7 @@ import ray
 
 from roll.configs.worker_config import WorkerConfig
 from roll.distributed.cluster import Cluster, cpu_count
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from tests.pipeline.thread_probe import ThreadProbe
 

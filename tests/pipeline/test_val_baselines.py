@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roll.data.batch import Batch
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.val_baselines import ValidationBaselines, agent_success_by_map
 
 

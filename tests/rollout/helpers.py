@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from roll.configs.worker_config import GeneratingArgs, ModelArgs, WorkerConfig
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 
 FROZEN_LAKE_SPEC = CustomEnvConfig(
     env_type="frozen_lake",

@@ -13,7 +13,7 @@ import ray
 import torch
 
 from roll.distributed.cluster import Cluster
-from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+from roll.configs.agentic_config import EnvManagerConfig
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from roll.workers.infer_worker import InferWorker
 

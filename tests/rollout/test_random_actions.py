@@ -92,7 +92,7 @@ def test_whole_episode_manager_explores_too(tiny_model_dir):
 
 def test_the_sft_warm_up_never_explores(tiny_model_dir):
     """The warm-up plays its scripted policy on every turn, whatever the run's random_action_rate."""
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
     from roll.pipeline.agentic.sft_warmup import scripted_trajectories
 
     config = load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from roll.configs.worker_config import ModelArgs, WorkerConfig
-from roll.pipeline.agentic.agentic_config import AgenticConfig, CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import AgenticConfig, CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.agentic_rollout_pipeline import AgenticRolloutPipeline
 
 from tests.rollout.helpers import greedy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ray
 import pytest
 
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from roll.workers.infer_worker import InferWorker
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from roll.configs.errors import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
-from roll.configs.runtime_checks import check_runnable
+from roll.launch.loader import load_agentic_config
+from roll.launch.runtime_checks import check_runnable
 from roll.strategies.generation import SamplingParams
 from roll.strategies.sglang_infer import sampling_params, sglang_unavailable_reason
 

@@ -17,14 +17,17 @@ from roll.pipeline.agentic.llm_proxy import PolicyProxy, RandomProxy
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.workers.infer_worker import InferWorker
 
-from tests.conftest import SHARED_DIR
+from tests.conftest import roll_examples
 from tests.rollout.helpers import FROZEN_LAKE_SPEC, fresh_logprobs, infer_config, manager_config
 from roll.configs.worker_config import GeneratingArgs
 
-STEP_ENVS = OmegaConf.load(SHARED_DIR / "roll-configs" / "config" / "step_envs.yaml")
-ROLL_STEP_SPEC = dataclasses.replace(
-    FROZEN_LAKE_SPEC, history_length=2, agent_template=STEP_ENVS.agent_template,
-    agent_system_template=STEP_ENVS.agent_system_template)
+
+
+def roll_step_spec():
+    """FrozenLake with ROLL's step-wise templates (its config/step_envs.yaml; skips without ROLL's examples)."""
+    step_envs = OmegaConf.load(roll_examples("config", "step_envs.yaml"))
+    return dataclasses.replace(FROZEN_LAKE_SPEC, history_length=2, agent_template=step_envs.agent_template,
+                               agent_system_template=step_envs.agent_system_template)
 
 
 def test_each_turn_sample_is_the_prompt_seen_and_the_tokens_produced(tiny_model_dir):
@@ -32,7 +35,7 @@ def test_each_turn_sample_is_the_prompt_seen_and_the_tokens_produced(tiny_model_
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     sampling = GeneratingArgs(max_new_tokens=12, do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
     try:
-        manager = StepEnvManager("FrozenLake", ROLL_STEP_SPEC, manager_config(sampling), tokenizer,
+        manager = StepEnvManager("FrozenLake", roll_step_spec(), manager_config(sampling), tokenizer,
                                  PolicyProxy([worker]), sequence_length=4096)
         samples = manager.run_episode(seed=3)
     finally:

@@ -193,7 +193,7 @@ def ray_vllm_worker(ray_session, vllm_qwen_dir):
 def test_64_frozen_lake_episodes_through_ray_in_whole_groups_with_vllm(ray_vllm_worker, vllm_qwen_dir):
     import ray
 
-    from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+    from roll.configs.agentic_config import EnvManagerConfig
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 
     from tests.rollout.helpers import greedy
@@ -223,7 +223,7 @@ def test_64_frozen_lake_episodes_through_ray_in_whole_groups_with_vllm(ray_vllm_
 
 
 def test_an_env_that_raises_fails_only_its_episode_with_vllm(ray_vllm_worker, vllm_qwen_dir, caplog):
-    from roll.pipeline.agentic.agentic_config import EnvManagerConfig
+    from roll.configs.agentic_config import EnvManagerConfig
     from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 
     from tests.rollout.helpers import greedy

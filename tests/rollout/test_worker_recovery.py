@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler, group_seed
 from tests.rollout.faulty_envs import HANG_ONCE
 

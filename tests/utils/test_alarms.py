@@ -12,7 +12,7 @@ from roll.configs.errors import ConfigError
 from roll.configs.report_config import AlarmConfig
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
-from roll.utils.alarms import ALARMS, CollapseWatch, identical_reply_share, response_spans
+from roll.pipeline.agentic.alarms import ALARMS, CollapseWatch, identical_reply_share, response_spans
 
 HEALTHY_REPLIES = ["<answer>Left</answer>", "<answer>Down</answer>", "I go <answer>Right</answer>", "<answer>Up</answer>"]
 

@@ -74,7 +74,7 @@ def test_unknown_wandb_without_package_explains(tmp_path, monkeypatch):
 
 def test_a_registered_tracker_receives_the_metrics_and_validates(tmp_path, monkeypatch):
     from roll.configs import ConfigError
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
     from roll.utils.tracking import TRACKERS, register_tracker
 
     monkeypatch.setattr(TRACKERS, "_entries", dict(TRACKERS._entries))

@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 
 from transformers import AutoTokenizer
 
-from roll.configs import load_config
-from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.launch.loader import load_config
+from roll.configs.agentic_config import AgenticConfig
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import RandomProxy
 from tests.conftest import REPO_ROOT

@@ -10,8 +10,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from roll.agentic.env import make_env
-from roll.configs import load_config
-from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.launch.loader import load_config
+from roll.configs.agentic_config import AgenticConfig
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.viewer.records import TrajectoryRecorder

@@ -12,7 +12,7 @@ from roll.configs.worker_config import TrainingArgs
 from roll.distributed import Cluster
 from roll.pipeline.agentic.checkpoints import latest_checkpoint
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
 from tests.workers.helpers import actor_config, make_batch
 
@@ -114,7 +114,7 @@ def test_resuming_a_checkpoint_without_a_worker_folder_this_run_loads_fails_befo
     """A PPO run with a warm-up saves actor_train/, critic/ and reference/: a checkpoint missing one of
     them (saved by a GRPO run, or before the reference was kept) is refused in the pipeline's
     constructor, before the clusters, naming the folder and what to do."""
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
+    from roll.launch.loader import load_agentic_config
     from roll.pipeline.agentic.agentic_pipeline import AgenticPipeline
     from roll.pipeline.agentic.checkpoints import STATE_FILE
     from tests.conftest import REPO_ROOT

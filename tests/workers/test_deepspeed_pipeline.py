@@ -7,7 +7,7 @@ import math
 import pytest
 
 from roll.configs import ConfigError
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.loader import load_agentic_config
 from tests.pipeline.test_end_to_end import overrides, read_metrics, run_to_end, work  # noqa: F401 (fixture)
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is an extra: pip install 'roll[deepspeed]' (scripts/bootstrap.sh installs it)")

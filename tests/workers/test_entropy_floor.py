@@ -11,7 +11,7 @@ import torch
 
 from roll.distributed import Cluster
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from tests.workers.helpers import actor_config, make_batch, max_abs_diff
 
 

@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from roll.distributed import Cluster
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
 from tests.workers.helpers import actor_config, make_batch, max_abs_diff
 

@@ -5,7 +5,7 @@ import torch
 
 from roll.algorithms import CorrectionFilterConfig, ISWeightConfig, PGVariantArgs, TrainInferCorrectionConfig
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 
 from .helpers import actor_config, make_batch, max_abs_diff
 

@@ -40,7 +40,7 @@ def test_sft_steps_learn_and_end_sft_warmup_frees_their_optimizer(tiny_model_dir
 def test_every_reference_rank_takes_the_warmed_up_weights(tiny_model_dir):
     """The pipeline's reference_from_actor: hf_train reference ranks each hold the whole model, so each
     loads the warmed-up weights; both halves of a batch then score as the warmed-up policy does."""
-    from roll.pipeline.agentic.pipeline_parts import forward_only
+    from roll.pipeline.agentic.builders import forward_only
 
     batch = make_batch()
     sft_batch = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])

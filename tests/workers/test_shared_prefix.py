@@ -16,7 +16,7 @@ from roll.data.sequence_packing import split_packed
 from roll.distributed import Cluster
 from roll.strategies.shared_prefix import MIN_SHARED_TOKENS, forward_with_shared_prefix, shared_prefix_length
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from tests.workers.helpers import actor_config, max_abs_diff
 
 LENGTHS = [40, 33, 37, 29, 40, 31]

@@ -4,7 +4,7 @@ pass: the result equals training with old log-probs scored beforehand."""
 import pytest
 
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 
 from .helpers import actor_config, make_batch, max_abs_diff
 
@@ -37,7 +37,7 @@ def test_several_updates_still_require_old_logprobs(tiny_model_dir):
 
 def test_single_update_rule_and_mini_batch_size():
     from roll.configs.worker_config import TrainingArgs
-    from roll.workers.base_worker import is_single_update
+    from roll.workers.train_worker import is_single_update
 
     mini = TrainingArgs(per_device_train_batch_size=2, gradient_accumulation_steps=4).mini_batch_size
     assert mini == 8

@@ -12,7 +12,7 @@ from roll.configs.worker_config import ModelArgs
 from roll.distributed import Cluster
 from roll.strategies import check_strategy_available
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from tests.workers.helpers import actor_config, make_batch, max_abs_diff
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from roll.configs import ConfigError
-from roll.configs.runtime_checks import check_runnable
-from roll.pipeline.agentic.agentic_config import load_agentic_config
+from roll.launch.runtime_checks import check_runnable
+from roll.launch.loader import load_agentic_config
 from roll.strategies import STRATEGIES, StrategyFacts, create_infer_strategy, register_strategy, strategy_problem
 from roll.strategies.hf_infer import HFInferStrategy
 

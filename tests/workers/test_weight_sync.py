@@ -17,7 +17,7 @@ from roll.data.batch import Batch
 from roll.distributed import Cluster
 from roll.pipeline.agentic.weight_sync import ALL_WEIGHTS, plan_buckets, stream_weights
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 from roll.strategies.generation import GenerationRequest, SamplingParams
 from roll.workers.infer_worker import InferWorker
 from tests.workers.helpers import actor_config

@@ -1,4 +1,4 @@
-"""SPEC.md §4 steps 6-8 for one batch: episode scores → normalised rewards → token rewards → advantages.
+"""Rewards and advantages for one batch (docs/algorithms.md, steps 6-8): episode scores → normalised rewards → token rewards → advantages.
 
 This is the only place that maps config keys onto the pure functions of roll.algorithms, so the
 pipeline reads as the step list and each formula stays testable on its own.

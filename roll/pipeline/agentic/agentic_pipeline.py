@@ -1,4 +1,4 @@
-"""AgenticPipeline: the training loop. `run()` reads top to bottom like SPEC.md §4's step list.
+"""AgenticPipeline: the training loop. `run()` reads top to bottom like the step list in docs/pipeline.md ("One step").
 
 The driver holds the algorithm; workers (Ray actors in Clusters) only compute: generate, score
 log-probs and values, train on a batch, save and load.
@@ -14,12 +14,21 @@ from dataclasses import asdict
 
 from transformers import set_seed
 
+from roll.configs.agentic_config import AgenticConfig
 from roll.data.batch import Batch
 from roll.pipeline.agentic import checkpoints
 from roll.pipeline.agentic.advantage_step import compute_advantage_step
+from roll.pipeline.agentic.alarms import CollapseWatch, turn_token_caps
 from roll.pipeline.agentic.async_rollout import AsyncRollout
-from roll.pipeline.agentic.agentic_config import AgenticConfig
 from roll.pipeline.agentic.batch_adjust import adjusted_indices, take_rows, train_multiple
+from roll.pipeline.agentic.builders import (
+    build_clusters,
+    build_kl_controller,
+    build_rollout,
+    loss_config,
+    summary_table,
+    val_metrics,
+)
 from roll.pipeline.agentic.correction_step import apply_train_infer_correction
 from roll.pipeline.agentic.group_filter import (
     STATE_CREDIT_ESTIMATORS,
@@ -28,23 +37,15 @@ from roll.pipeline.agentic.group_filter import (
     zero_gradient_blockers,
 )
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
+from roll.pipeline.agentic.sft_warmup import run_sft_warmup
 from roll.pipeline.agentic.val_baselines import ValidationBaselines
 from roll.pipeline.agentic.weight_sync import plan_buckets, stream_weights
-from roll.pipeline.agentic.pipeline_parts import (
-    build_clusters,
-    build_kl_controller,
-    build_rollout,
-    loss_config,
-    summary_table,
-    val_metrics,
-)
 from roll.strategies.registry import strategy_facts
-from roll.utils.alarms import CollapseWatch, turn_token_caps
 from roll.utils.progress import RunProgress
 from roll.utils.tracking import Tracker, headline
 from roll.viewer import write_run_report
 from roll.viewer.records import TrajectoryRecorder
-from roll.workers.base_worker import is_single_update
+from roll.workers.train_worker import is_single_update
 
 logger = logging.getLogger("roll.pipeline")
 
@@ -60,7 +61,7 @@ class AgenticPipeline:
         if self.resume_from is not None:
             checkpoints.require_parts(self.resume_from, self.saved_parts)
         self.step = 0  # steps completed; logs number steps from 1
-        self.auto_resumes = 0  # times the launcher restarted this run after a lost worker (roll/launch.py sets it)
+        self.auto_resumes = 0  # times the launcher restarted this run after a lost worker (roll/launch/cli.py sets it)
         self.kl_ctrl = build_kl_controller(config)
         self.progress = RunProgress(config.max_steps, config.report.progress_interval_s)
         with self.progress.phase("starting workers"):
@@ -159,7 +160,7 @@ class AgenticPipeline:
         return out
 
     def sync_weights(self, version: int) -> None:
-        """SPEC §4.1: actor_infer generates with actor_train's current weights. In async training they
+        """Step 1, weight sync: actor_infer generates with actor_train's current weights. In async training they
         are published instead; the rollout thread loads them between its batches (async_rollout.py)."""
         if isinstance(self.train_rollout, AsyncRollout):
             state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
@@ -187,7 +188,7 @@ class AgenticPipeline:
             stream_weights(self.actor_train, self.actor_infer, self.weight_buckets, self.synced_version, rank=rank)
 
     def validate(self, step: int) -> dict[str, float]:
-        """SPEC §4.2: a validation rollout on fixed seeds, so its numbers compare across steps."""
+        """Step 2: a validation rollout on fixed seeds, so its numbers compare across steps."""
         size = self.config.val_batch_size or self.config.val_env_manager.env_count
         if isinstance(self.train_rollout, AsyncRollout):
             batch = self.train_rollout.run_with_latest_weights(lambda: self.val_rollout.get_batch(size, step))
@@ -201,7 +202,7 @@ class AgenticPipeline:
         return metrics
 
     def score(self, batch: Batch, train_size: int | None = None) -> None:
-        """SPEC §4.5: old log-probs (actor_train), reference log-probs (for KL) and critic values.
+        """Step 4, scoring: old log-probs (actor_train), reference log-probs (for KL) and critic values.
         `train_size`: the samples the actor will train on, when batch_adjust_mode changes the count."""
         inputs = batch.select(["input_ids", "attention_mask", "position_ids", "response_mask"])
         # RL reads log-probs of response tokens only: the output layer skips the prompt.
@@ -234,7 +235,7 @@ class AgenticPipeline:
         return train_multiple([cluster.num_workers * cfg.training_args.mini_batch_size for cluster, cfg in roles])
 
     def train(self, batch: Batch, step: int) -> dict[str, float]:
-        """SPEC §4.9: critic update, then the actor once past critic_warmup."""
+        """Step 6, updates: critic update, then the actor once past critic_warmup."""
         metrics: dict[str, float] = {}
         keys = [k for k in ("input_ids", "attention_mask", "position_ids", "response_mask", "old_logprobs",
                             "ref_logprobs", "advantages", "returns", "values", "infer_logprobs", "scores",
@@ -249,8 +250,6 @@ class AgenticPipeline:
     def sft_warmup(self) -> None:
         """Optional supervised warm-up (see sft_warmup.py), with a validation before it at step 0 so
         the table shows what the warm-up taught apart from what RL taught."""
-        from roll.pipeline.agentic.sft_warmup import run_sft_warmup
-
         if self.val_rollout is not None:
             self.sync_weights(version=0)
             with self.progress.phase("time/step_val"):

@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roll.distributed.cluster import Cluster, cpu_count
+from roll.models.resolve import resolve_model_path
+from roll.pipeline.agentic.builders import engine_defaults
 from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
+from roll.workers.infer_worker import InferWorker
 
 logger = logging.getLogger(__name__)
 SUMMARY_COLUMNS = ("episodes", "success", "score", "num_actions", "action_is_valid", "response_length")
@@ -55,11 +59,6 @@ class AgenticRolloutPipeline:
 
     def run(self) -> dict[str, dict[str, float]]:
         import ray
-
-        from roll.distributed.cluster import Cluster, cpu_count
-        from roll.models.resolve import resolve_model_path
-        from roll.pipeline.agentic.pipeline_parts import engine_defaults
-        from roll.workers.infer_worker import InferWorker
 
         cfg = self.config
         model_path = resolve_model_path(cfg.actor_infer.model_args.model_name_or_path or cfg.pretrain)

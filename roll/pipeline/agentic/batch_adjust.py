@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from roll.data.batch import Batch
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 BATCH_ADJUST_MODES = (None, "copy", "delete", "auto", "random_sample")
 

@@ -13,7 +13,7 @@ from roll.algorithms import train_infer_correction
 from roll.data.batch import Batch
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 
 def apply_train_infer_correction(batch: Batch, config: "AgenticConfig") -> dict[str, float]:

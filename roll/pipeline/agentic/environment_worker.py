@@ -17,7 +17,7 @@ from typing import Any
 
 from hydra.utils import get_class
 
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.llm_proxy import make_proxy
 from roll.pipeline.agentic.trajectory import EpisodeFailure, EpisodeFailureResult, Trajectory
 

@@ -29,7 +29,7 @@ from roll.algorithms.step_advantages import discounted_step_return
 from roll.data.batch import Batch
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 # Estimators whose advantages are sums of the normalised rewards alone (no critic, no batch statistics).
 REWARD_ONLY_ESTIMATORS = ("grpo", "reinforce")

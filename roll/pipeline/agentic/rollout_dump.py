@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from roll.data.batch import Batch
-from roll.pipeline.agentic.trajectory_batch import episode_key
+from roll.data.episodes import episode_key
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 MOCK_MODES = ("dump", "mock")
 _STEP_FILE = re.compile(r"^step_(\d+)\.pt$")

@@ -31,9 +31,9 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.configs.worker_config import GeneratingArgs
 from roll.data.batch import Batch
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_worker_pool import EnvWorkerPool
 from roll.pipeline.agentic.environment_worker import EnvSlot
 from roll.pipeline.agentic.trajectory import EpisodeFailureResult, Trajectory

@@ -36,10 +36,10 @@ from roll.agentic.env.map_blind import (
 )
 from roll.agentic.env.registry import make_env
 from roll.data.batch import Batch
-from roll.pipeline.agentic.trajectory_batch import first_row_per_episode
+from roll.data.episodes import first_row_per_episode
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+    from roll.configs.agentic_config import CustomEnvConfig
 
 logger = logging.getLogger("roll.pipeline")
 

@@ -1,4 +1,4 @@
-"""Weights from actor_train to actor_infer in buckets (SPEC §4.1's weight sync, bounded in memory).
+"""Weights from actor_train to actor_infer in buckets (step 1 of docs/pipeline.md's step list, bounded in memory).
 
 Sent whole, a 135M model's fp32 weights (540 MB) exist four more times during a sync: the trainer's
 copy, Ray's object store (whose shared pages then stay in the resident size of both workers, 515 MB

@@ -4,7 +4,7 @@ The chat template is rendered to text for the prompt parts only: each turn, the 
 adds after the model's response (its turn-closing string, the next user message, the next assistant
 header) is tokenised on its own and appended to the ids. The model's response enters as the exact
 ids it generated. So `decode(ids)` is the template's rendering of the conversation, and the policy
-is trained on exactly what it saw and produced (SPEC §4 step 4).
+is trained on exactly what it saw and produced (docs/rollout.md, "Exact tokens").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from jinja2.exceptions import TemplateError
 
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTemplateError, ChatTokens
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 

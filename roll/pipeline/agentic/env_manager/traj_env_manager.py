@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from roll.agentic.env import BaseEnv, make_env
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.trajectory import EpisodeFailure, TokenBuffer, Trajectory
 from roll.strategies.generation import RANDOM_ACTION, GenerationRequest, GenerationResult, SamplingParams

@@ -2,7 +2,7 @@
 the config before any worker starts, start (or join) Ray, build the pipeline class and run it.
 
 `--dry-run` stops after the checks: it prints the resolved config and exits 0 (valid) or 2 (refused),
-starting nothing. `--cpu` first turns the config into one this machine can run (roll/configs/cpu_mode.py).
+starting nothing. `--cpu` first turns the config into one this machine can run (roll/launch/cpu_mode.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 
 from roll.configs.errors import ConfigError
+from roll.launch.cpu_mode import adjust_for_cpu
+from roll.launch.loader import load_agentic_config
+from roll.launch.runtime_checks import check_runnable
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 logger = logging.getLogger("roll")
 
 
@@ -71,10 +74,6 @@ def init_ray(system_envs: dict[str, str]) -> None:
 
 def load_checked(args: argparse.Namespace, rollout_only: bool):
     """The validated, machine-checked config; --cpu changes are applied and printed first."""
-    from roll.configs.cpu_mode import adjust_for_cpu
-    from roll.configs.runtime_checks import check_runnable
-    from roll.pipeline.agentic.agentic_config import load_agentic_config
-
     changes: list[str] = []
     adjust = None
     if args.cpu:

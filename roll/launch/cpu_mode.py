@@ -19,7 +19,7 @@ from roll.models.embedded import EMBEDDED_MODEL_NAME
 from roll.strategies.registry import strategy_facts, strategy_problem
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
+    from roll.configs.agentic_config import AgenticConfig, EnvManagerConfig
 
 TRAIN_GROUPS = 2  # GRPO groups per training step
 MAX_GROUP_SIZE = 4

@@ -11,14 +11,19 @@ import copy
 import logging
 from typing import TYPE_CHECKING
 
+from roll.agentic.env import get_env_cls, list_env_types
+from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
 from roll.algorithms import ADV_ESTIMATORS, CORRECTION_LEVELS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES, PG_VARIANTS
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import WorkerConfig
+from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
+from roll.strategies.deepspeed_train import roll_deepspeed_config
+from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
 from roll.strategies.registry import allowed_strategies, strategy_facts
 from roll.utils.tracking import TRACKERS, tracker_names
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig, EnvManagerConfig
+    from roll.configs.agentic_config import AgenticConfig, EnvManagerConfig
 
 # A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
@@ -104,8 +109,6 @@ def _check_step_credit(config: "AgenticConfig") -> None:
     step-credit settings are in range."""
     from hydra.utils import get_class
 
-    from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
-
     if config.batch_adjust_mode not in BATCH_ADJUST_MODES:
         raise ConfigError(f"batch_adjust_mode: {config.batch_adjust_mode!r} is not one of {list(BATCH_ADJUST_MODES)}."
                           f"{did_you_mean(str(config.batch_adjust_mode), [m for m in BATCH_ADJUST_MODES if m])}")
@@ -140,8 +143,6 @@ def _check_step_credit(config: "AgenticConfig") -> None:
 
 def _check_deepspeed(config: "AgenticConfig") -> None:
     """deepspeed_train roles: their strategy_config against roll's own settings, before any worker starts."""
-    from roll.strategies.deepspeed_train import roll_deepspeed_config
-
     for role, worker in _workers(config):
         if worker.strategy_args.strategy_name != "deepspeed_train":
             continue
@@ -165,8 +166,6 @@ def _check_deepspeed(config: "AgenticConfig") -> None:
 def _check_engine_budget(config: "AgenticConfig") -> None:
     """hf_infer's KV budget (roll/strategies/engine_budget.py): known keys, and slots long enough for
     the longest request an episode can make (sequence_length), or that episode would be refused."""
-    from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
-
     if config.actor_infer.strategy_args.strategy_name != "hf_infer":
         return
     try:
@@ -181,9 +180,6 @@ def _check_engine_budget(config: "AgenticConfig") -> None:
 
 def _check_sft_warmup(config: "AgenticConfig") -> None:
     """The warm-up's policy and tags (roll/pipeline/agentic/sft_warmup.py), checked before any worker starts."""
-    from roll.agentic.env import get_env_cls
-    from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
-
     warmup = config.sft_warmup
     if not warmup.steps:
         return
@@ -257,8 +253,6 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
     """Each env resolves (a registered name or a BaseEnv class path, imported here so a user's module
     that does not import fails now), its env_config keys and values fit its config dataclass, and its
     env manager class path imports."""
-    from roll.agentic.env import get_env_cls, list_env_types
-
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
         known = list_env_types()

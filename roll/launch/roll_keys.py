@@ -2,8 +2,9 @@
 line saying why it has no effect here, or (where a value would change what is computed) refused for
 that value with the reason. `from_dict` reads this table by section (the dataclass a key belongs to).
 
-Keys roll implements are fields of roll's dataclasses and are not listed here. docs/configuration.md
-shows the whole surface: implemented / accepted without effect / refused.
+Keys roll implements are fields of roll's dataclasses and are not listed here; a key is in exactly
+one of the two places. docs/configuration.md shows the whole surface: implemented / accepted without
+effect / refused.
 """
 
 from __future__ import annotations
@@ -141,6 +142,11 @@ MODEL: dict[str, RollKey] = {
 
 GENERATING: dict[str, RollKey] = {
     "max_length": RollKey("max_new_tokens bounds each turn's response"),
+    "num_beams": RollKey("roll samples", _is(1, None), "beam search is not implemented in roll; use num_beams: 1"),
+    "num_return_sequences": RollKey("each env turn is one request", _is(1, None),
+                                    "ROLL's agentic pipeline uses one sequence per request too; use num_return_sequences: 1"),
+    "repetition_penalty": RollKey("roll's sampler has no repetition penalty", _is(1, 1.0, None),
+                                  "a repetition penalty is not implemented in roll's sampler; use repetition_penalty: 1.0"),
     "length_penalty": RollKey("only beam search uses it; roll samples"),
     "include_stop_str_in_output": RollKey("roll keeps a stop string in the response: the tokens trained on are the tokens generated"),
     "logprobs": RollKey("roll always returns the log-prob of each sampled token"),
@@ -148,17 +154,19 @@ GENERATING: dict[str, RollKey] = {
 }
 
 DATA: dict[str, RollKey] = {
-    key: RollKey(_DATASET) for key in ("domain_interleave_probs", "preprocessing_num_workers", "cache_path", "file_name",
+    "template": RollKey("roll renders prompts with the tokenizer's own chat template"),
+    **{key: RollKey(_DATASET) for key in ("domain_interleave_probs", "preprocessing_num_workers", "cache_path", "file_name",
                                         "eval_file_name", "dataset_type", "tag", "id", "prompt", "response", "messages",
-                                        "dataset_name")
+                                          "dataset_name")},
 }
 
 CUSTOM_ENV: dict[str, RollKey] = {
     "use_thread_lock": RollKey("roll steps each env in its own episode loop"),
-    "tool_wrapper": RollKey("roll's envs have no tool wrappers", _falsy,
-                            "tool wrappers are not implemented in roll's env managers; remove tool_wrapper"),
     "pre_step_template": RollKey("roll's env managers render each turn with agent_template"),
     "next_step_template": RollKey("roll's env managers render each turn with agent_template"),
+    "agent_runner_cls": RollKey("no agent runner", _is(None),
+                                "ROLL's agent runners are not implemented in roll yet; remove agent_runner_cls"),
+    "max_env_step_concurrent": RollKey("roll steps every env of a worker in its own episode loop, without a cap"),
 }
 
 
@@ -191,34 +199,6 @@ SECTIONS: dict[str, dict[str, RollKey] | Callable[[], dict[str, RollKey]]] = {
     "CustomEnvConfig": CUSTOM_ENV,
 }
 
-# Values ROLL accepts for keys roll implements, but that roll cannot compute yet: refused by name.
-REFUSED_VALUES: dict[str, dict[Any, str]] = {}
-
-
-# Fields roll's dataclasses carry (so ROLL's configs load) whose values roll does not act on: `inert`
-# values pass silently; others are refused (with `inert`) or warned about (without).
-FIELD_VALUES: dict[str, RollKey] = {
-    "num_beams": RollKey("roll samples", _is(1, None), "beam search is not implemented in roll; use num_beams: 1"),
-    "num_return_sequences": RollKey("each env turn is one request", _is(1, None),
-                                    "ROLL's agentic pipeline uses one sequence per request too; use num_return_sequences: 1"),
-    "repetition_penalty": RollKey("roll's sampler has no repetition penalty", _is(1, 1.0, None),
-                                  "a repetition penalty is not implemented in roll's sampler; use repetition_penalty: 1.0"),
-    "template": RollKey("roll renders prompts with the tokenizer's own chat template"),
-    "agent_runner_cls": RollKey("no agent runner", _is(None),
-                                "ROLL's agent runners are not implemented in roll yet; remove agent_runner_cls"),
-    "max_env_step_concurrent": RollKey("roll steps every env of a worker in its own episode loop, without a cap"),
-}
-
-
-def field_value_problem(key: str, value: Any) -> tuple[str, str] | None:
-    """("refuse" | "warn", reason) when `value` of field `key` is one roll does not act on, else None."""
-    entry = FIELD_VALUES.get(key)
-    if entry is None or value is None:
-        return None
-    if entry.inert is None:
-        return "warn", entry.reason
-    return None if entry.inert(value) else ("refuse", entry.refusal)
-
 
 def keys_for(cls: type) -> dict[str, RollKey]:
     """The ROLL keys of `cls`'s section (and of the sections of its base classes)."""
@@ -227,13 +207,7 @@ def keys_for(cls: type) -> dict[str, RollKey]:
         section = SECTIONS.get(klass.__name__)
         if section is not None:
             table.update(section() if callable(section) else section)
+    # TrainingArgs' section is all of transformers' TrainingArguments, some of which roll implements
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     return {key: entry for key, entry in table.items() if key not in fields}
 
-
-def refused_value(key: str, value: Any) -> str | None:
-    """The refusal message when `value` of an implemented key is one roll cannot compute, else None."""
-    try:
-        return REFUSED_VALUES.get(key, {}).get(value)
-    except TypeError:  # unhashable values are never in the table
-        return None

@@ -9,18 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roll.algorithms import AdaptiveKLController, FixedKLController, PGVariantArgs
+from roll.algorithms.pg_variants import WORKER_KEYS as PG_VARIANT_WORKER_KEYS
 from roll.configs.worker_config import WorkerConfig
 from roll.data.batch import Batch
 from roll.distributed.cluster import Cluster
+from roll.pipeline.agentic.batch_adjust import max_samples_per_batch
+from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 from roll.strategies.engine_budget import budget_for_run
 from roll.strategies.registry import scoring_strategy
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
 from roll.workers.critic_worker import CriticWorker
 from roll.workers.infer_worker import InferWorker
+from roll.workers.train_worker import LossConfig
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 
 def build_kl_controller(config: "AgenticConfig"):
@@ -31,8 +34,6 @@ def build_kl_controller(config: "AgenticConfig"):
 
 def optimizer_steps(config: "AgenticConfig", worker: WorkerConfig) -> int:
     """Optimizer steps the whole run takes on one rank: the lr schedule's length."""
-    from roll.pipeline.agentic.batch_adjust import max_samples_per_batch
-
     per_rank = math.ceil(max_samples_per_batch(config) / worker.num_workers)
     return max(1, config.max_steps * config.ppo_epochs * math.ceil(per_rank / worker.training_args.mini_batch_size))
 
@@ -81,7 +82,6 @@ def infer_concurrency(config: "AgenticConfig") -> int:
 
 
 def build_rollout(config: "AgenticConfig", actor_infer: Cluster, mode: str):
-    from roll.pipeline.agentic.rollout_scheduler import RolloutScheduler
 
     manager = config.train_env_manager if mode == "train" else config.val_env_manager
     return RolloutScheduler(manager, config.custom_envs, config.sequence_length, config.seed,
@@ -109,7 +109,7 @@ def loss_config(config: "AgenticConfig", worker: WorkerConfig) -> LossConfig:
         max_grad_norm=config.max_grad_norm,
         value_clip=config.value_clip,
         pg_variant=worker.pg_variant,
-        pg_variant_args=PGVariantArgs.from_worker(worker),
+        pg_variant_args=PGVariantArgs(**{name: getattr(worker, name) for name in PG_VARIANT_WORKER_KEYS}),
         train_infer_correction=config.train_infer_correction,
     )
 

@@ -1,7 +1,7 @@
 """What the actor and critic workers share: model + strategy set-up, micro-batch planning, the PPO
 mini-batch loop, and checkpoints. Subclasses say how a micro-batch's outputs become a loss.
 
-Workers only compute (DESIGN.md principle 1): the pipeline decides what to call and when.
+Workers only compute: the pipeline (the driver) decides what to call and when.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Turn plain dicts (from YAML, after Hydra) into typed config dataclasses, checking as we go.
 
 Unknown keys are errors with the closest valid key suggested, except ROLL's keys that roll does not
-implement (the table in roll/configs/roll_keys.py, and a class's `ROLL_KEYS_WITHOUT_EFFECT`): those
-produce one warning, or are refused for a value roll cannot honour. `~` for a template is its default.
+implement (the one table in roll/launch/roll_keys.py): those produce one warning, or are refused for a value roll cannot honour. `~` for a template is its default.
 Values are checked against the field's type annotation; ints are accepted where floats are expected.
 """
 
@@ -14,7 +13,7 @@ import typing
 from typing import Any, Union
 
 from roll.configs.errors import ConfigError, did_you_mean
-from roll.configs.roll_keys import field_value_problem, keys_for, refused_value
+from roll.launch.roll_keys import keys_for
 
 
 def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
@@ -26,7 +25,6 @@ def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
         raise ConfigError(f"{path}: expected a mapping of keys for {cls.__name__}, got {type(data).__name__} {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    without_effect: dict[str, str] = getattr(cls, "ROLL_KEYS_WITHOUT_EFFECT", {})
     roll_keys = keys_for(cls)
     aliases: dict[str, str] = getattr(cls, "ALIASES", {})
     kwargs = {}
@@ -39,17 +37,7 @@ def from_dict(cls: type, data: Any, path: str, warnings: list[str]) -> Any:
         if key in fields:
             if value is None and str(key).endswith("template") and _has_default(fields[key]):
                 continue  # ROLL's configs write `~` for "the default template"
-            refusal = refused_value(key, value)
-            if refusal:
-                raise ConfigError(f"{key_path}: {refusal}.")
-            problem = field_value_problem(key, value)
-            if problem and problem[0] == "refuse":
-                raise ConfigError(f"{key_path}: {value!r} is not supported: {problem[1]}.")
-            if problem:
-                warnings.append(f"{key_path} has no effect in roll ({problem[1]}); it is ignored.")
             kwargs[key] = convert(hints[key], value, key_path, warnings)
-        elif key in without_effect:
-            warnings.append(f"{key_path} has no effect in roll ({without_effect[key]}); it is ignored.")
         elif key in roll_keys:
             entry = roll_keys[key]
             if entry.inert is not None and not entry.inert(value):

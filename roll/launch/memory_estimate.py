@@ -29,13 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from roll.algorithms.logprobs import CHUNK_ELEMENTS
 from roll.configs.errors import ConfigError
 from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
+from roll.strategies.hf_train import PLAIN_HEAD_MODEL_TYPES
 from roll.strategies.registry import scoring_strategy
 
 if TYPE_CHECKING:
+    from roll.configs.agentic_config import AgenticConfig
     from roll.configs.worker_config import WorkerConfig
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 GIB = 1024**3
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
@@ -103,9 +105,6 @@ def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: b
 def logits_bytes(strategy: str, facts: ModelFacts, tokens: int, copies: int) -> int:
     """Vocabulary-sized memory of one micro-batch: two chunks where the output layer is chunked, else
     `copies` × tokens × vocab float32 values."""
-    from roll.algorithms.logprobs import CHUNK_ELEMENTS
-    from roll.strategies.hf_train import PLAIN_HEAD_MODEL_TYPES
-
     if strategy == "hf_train" and facts.model_type in PLAIN_HEAD_MODEL_TYPES:
         return 2 * min(CHUNK_ELEMENTS, tokens * facts.vocab) * 4
     return copies * tokens * facts.vocab * 4
@@ -218,7 +217,7 @@ def check_memory(config: "AgenticConfig", cuda: bool) -> list[RoleEstimate]:
 
 
 def _too_big(roles: list[RoleEstimate], problem: str) -> str:
-    lines = [f"memory: {problem} (estimate in GiB per worker, see roll/configs/memory_estimate.py):"]
+    lines = [f"memory: {problem} (estimate in GiB per worker, see roll/launch/memory_estimate.py):"]
     for role in sorted(roles, key=lambda r: -r.per_worker * r.workers):
         lines.append(f"  {role.describe()}; to lower it change {', '.join(role.keys)}")
     return "\n".join(lines)

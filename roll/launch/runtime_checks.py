@@ -13,13 +13,19 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from roll.agentic.env import make_env
 from roll.configs.errors import ConfigError
-from roll.configs.memory_estimate import check_memory
+from roll.launch.cpu_mode import writable
+from roll.launch.memory_estimate import check_memory
+from roll.models.resolve import resolve_model_path
+from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
+from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
+from roll.pipeline.agentic.rollout_dump import MOCK_MODES, dumped_steps
 from roll.strategies.registry import strategy_problem
 
 if TYPE_CHECKING:
+    from roll.configs.agentic_config import AgenticConfig
     from roll.configs.worker_config import WorkerConfig
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
 
 logger = logging.getLogger("roll.config")
 
@@ -33,8 +39,6 @@ def has_cuda() -> bool:
 def check_runnable(config: "AgenticConfig") -> None:
     """Raises ConfigError when this machine cannot run the config (see the module docstring); resolves
     every role's model_name_or_path to a local folder in place (the embedded model is converted once)."""
-    from roll.models.resolve import resolve_model_path
-
     cuda = has_cuda()
     roles = [(r, getattr(config, r)) for r in ("actor_train", "actor_infer", "critic", "reference") if getattr(config, r) is not None]
     for role, worker in roles:  # what cannot run at all first, then how it is asked to run
@@ -117,8 +121,6 @@ def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
 
 def check_output_paths(config: "AgenticConfig") -> None:
     """ROLL's examples log and checkpoint to their cluster's mounts; fail now, not at the first save."""
-    from roll.configs.cpu_mode import writable
-
     for key, path in (("tracker_kwargs.log_dir", config.tracker_kwargs.get("log_dir")),
                       ("checkpoint_config.output_dir", config.checkpoint_config.get("output_dir")),
                       ("output_dir", config.output_dir), ("logging_dir", config.logging_dir)):
@@ -129,8 +131,6 @@ def check_output_paths(config: "AgenticConfig") -> None:
 
 def check_rollout_mock(config: "AgenticConfig") -> None:
     """rollout_mock: a known mode, and in mock mode a folder holding the dumped steps."""
-    from roll.pipeline.agentic.rollout_dump import MOCK_MODES, dumped_steps
-
     mock = config.rollout_mock
     if mock is None or not mock.enable:
         return
@@ -150,9 +150,6 @@ def check_first_prompts(config: "AgenticConfig") -> None:
     must leave room below sequence_length for a response."""
     from hydra.utils import get_class
     from transformers import AutoTokenizer
-
-    from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
-    from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 
     tokenizer = AutoTokenizer.from_pretrained(config.actor_infer.model_args.model_name_or_path)
     checked: set[str] = set()
@@ -177,8 +174,6 @@ def check_first_prompts(config: "AgenticConfig") -> None:
 
 def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
     """The manager's own first prompt (its templates and env), without generating."""
-    from roll.agentic.env import make_env
-
     where = f"custom_envs.{manager.tag} (env_type {manager.spec.env_type!r})"
     try:
         env = make_env(manager.spec.env_type, **manager.env_kwargs)

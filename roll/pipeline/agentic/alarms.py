@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from roll.configs.report_config import AlarmConfig
 from roll.data.batch import Batch
-from roll.pipeline.agentic.trajectory_batch import first_row_per_episode
+from roll.data.episodes import first_row_per_episode
 
 if TYPE_CHECKING:
-    from roll.pipeline.agentic.agentic_config import AgenticConfig
+    from roll.configs.agentic_config import AgenticConfig
 
 logger = logging.getLogger("roll.alarms")
 

@@ -1,15 +1,16 @@
 """Load a YAML config through Hydra into a validated config dataclass.
 
-`load_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", ["seed=123"], config_cls=AgenticConfig)`
-composes the YAML (its `defaults:` list and `${…}` interpolations included), applies command-line
-overrides, turns the result into dataclasses (unknown keys are errors with a suggestion) and validates
-it. The caller names the config class (the agentic pipeline's `load_agentic_config` does), so this
-layer never imports the pipelines built on it.
+`load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake", ["seed=123"])` composes
+the YAML (its `defaults:` list and `${…}` interpolations included), applies command-line overrides,
+turns the result into the schema's dataclasses (roll/configs/; unknown keys are errors with a
+suggestion) and validates it (roll/launch/validation.py). This is the top layer: it may import every
+layer below to check a config, and nothing below imports it.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import logging
 import re
 import warnings as py_warnings
@@ -21,9 +22,12 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from roll.configs.errors import ConfigError
-from roll.configs.from_dict import from_dict
+from roll.configs.agentic_config import AgenticConfig
 from roll.configs.device_mapping import parse_device_mapping
+from roll.configs.errors import ConfigError
+from roll.launch.from_dict import from_dict
+from roll.launch.roll_keys import keys_for
+from roll.launch.validation import validate
 
 logger = logging.getLogger("roll.config")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -94,11 +98,15 @@ def load_config(config_path: str | Path, config_name: str, overrides: Sequence[s
         raise ConfigError(f"{source}: {error}") from None
 
 
+def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), **options: Any) -> AgenticConfig:
+    """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied;
+    `options`: load_config's `rollout_only` and `adjust` (the launchers' --cpu)."""
+    return load_config(config_path, config_name, overrides, config_cls=AgenticConfig, **options)
+
+
 def config_from_dictconfig(raw: Any, config_cls: type, *, rollout_only: bool = False,
                            adjust: Callable[[Any], None] | None = None):
     """DictConfig → validated `config_cls`, with warnings for keys that have no effect in roll."""
-    from roll.configs.validation import validate
-
     referenced = set(_INTERPOLATION_ROOT.findall(OmegaConf.to_yaml(raw)))
     try:
         data = OmegaConf.to_container(raw, resolve=True)
@@ -132,10 +140,6 @@ def _drop_unused_variables(data: dict[str, Any], config_cls: type) -> None:
     """ROLL's loader ignores top-level YAML names that are no setting (`model_name`, `gem_games`, …),
     so roll accepts them and lists them once. A near-copy of a real key (`seeed`, `max_step`) stays,
     to fail as a typo with the key suggested."""
-    import difflib
-
-    from roll.configs.roll_keys import keys_for
-
     known = set(config_cls.__dataclass_fields__) | set(keys_for(config_cls))
     unused = [k for k in data if k not in known and not difflib.get_close_matches(str(k), known, n=1, cutoff=TYPO_CUTOFF)]
     for key in unused:
