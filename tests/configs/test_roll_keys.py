@@ -43,9 +43,11 @@ def test_a_value_roll_cannot_honour_is_refused_by_name(override, message):
         load(override)
 
 
-def test_inert_values_of_refusable_keys_load():
-    config = load("++async_generation_ratio=0", "++actor_train.pg_variant=ppo", "++actor_infer.generating_args.num_beams=1")
-    assert config.actor_infer.generating_args.num_beams == 1
+def test_inert_values_of_refusable_keys_load(caplog):
+    with caplog.at_level(logging.WARNING, logger="roll.config"):
+        config = load("++async_generation_ratio=0", "++actor_train.pg_variant=ppo", "++actor_infer.generating_args.num_beams=1")
+    assert config.async_generation_ratio == 0 and config.actor_train.pg_variant == "ppo"
+    assert "actor_infer.generating_args.num_beams has no effect in roll (roll samples)" in caplog.text
 
 
 def test_a_key_neither_roll_nor_roll_knows_fails_with_the_closest_one():
