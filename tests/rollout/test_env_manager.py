@@ -11,7 +11,7 @@ from roll.agentic.env import make_env
 from roll.algorithms.step_advantages import response_segments
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy import OpenAIProxy, PolicyProxy, RandomProxy
-from roll.pipeline.agentic.llm_proxy.openai_server import serve_openai
+from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer
 from roll.strategies.hf_infer import HFInferStrategy
 
 from roll.strategies.generation import GenerationRequest, SamplingParams
@@ -62,8 +62,8 @@ def test_empty_or_cut_off_output_gets_the_format_penalty_and_the_episode_continu
 
 def test_openai_proxy_against_a_local_server_gives_the_policy_tokens(tiny_model_dir):
     strategy = HFInferStrategy(tiny_model_dir)
-    server = serve_openai(strategy, strategy.tokenizer, host="127.0.0.1", port=0)
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server = OpenAIServer(strategy.tokenizer, engine=strategy).start()
+    url = server.base_url
     tokenizer = strategy.tokenizer
     try:
         greedy_manager = manager_config(greedy(10))
@@ -77,7 +77,7 @@ def test_openai_proxy_against_a_local_server_gives_the_policy_tokens(tiny_model_
             request = GenerationRequest([1, 2], SamplingParams.from_generating_args(greedy(2)))
             OpenAIProxy(tokenizer, "http://127.0.0.1:1/v1", timeout_s=5).generate(request)
     finally:
-        server.shutdown()
+        server.stop()
         strategy.shutdown()
     assert via_http.input_ids == direct.input_ids
     assert via_http.infer_logprobs == pytest.approx(direct.infer_logprobs, abs=1e-6)
