@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 
 from roll.pipeline.agentic.llm_proxy.prompt_ids import GeneratedReply, PromptIds, reply_key
-from roll.pipeline.agentic.trajectory import TokenBuffer
+from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 from roll.strategies.generation import GenerationResult
 
 
@@ -96,6 +96,18 @@ class EpisodeRecorder:
             unattributed = sum(not c.attributed for c in self.calls)
             return {"agent/calls": float(len(self.calls)), "agent/unattributed_calls": float(unattributed),
                     "agent/samples": float(len(self.samples))}
+
+    def trajectories(self, score: float, step_rewards: list[float], metrics: dict[str, float], tag: str, seed: int,
+                     stop_reason: str = "terminated") -> list[Trajectory]:
+        """Each recorded sample as a Trajectory carrying the episode's score and metrics (the recorder's
+        own counts included), in the order the samples started."""
+        with self.lock:
+            samples = list(self.samples)
+        env_metrics = {**{k: float(v) for k, v in metrics.items()}, **self.metrics()}
+        return [Trajectory.from_tokens(
+            sample.tokens, score=float(score), step_rewards=[float(r) for r in step_rewards], actions=list(sample.replies),
+            messages=list(sample.messages), env_metrics=dict(env_metrics), tag=tag, env_seed=seed, stop_reason=stop_reason,
+            generated_tokens=int(sum(sample.tokens.response_mask))) for sample in samples]
 
     def left_out(self) -> list[str]:
         with self.lock:
