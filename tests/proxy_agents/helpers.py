@@ -86,6 +86,9 @@ class ScriptedPolicy:
             results.append(GenerationResult(request.request_id, ids, [float(x) for x in logprobs], "stop"))
         return results
 
+    def release(self, session_ids: list[str]) -> None:  # the engine contract; nothing is cached here
+        pass
+
 
 def assert_sample_is_exact(model, tokens, tol: float = 1e-4) -> None:
     """A fresh forward pass over the sample gives the recorded generation log-probs on every

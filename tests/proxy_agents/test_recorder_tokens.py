@@ -9,7 +9,7 @@ import pytest
 
 from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer
 from roll.strategies.hf_infer import HFInferStrategy
-from tests.agents.helpers import MOVE_TOOL, ScriptedPolicy, assert_sample_is_exact, load_with_tool_template, tool_call_text
+from tests.proxy_agents.helpers import MOVE_TOOL, ScriptedPolicy, assert_sample_is_exact, load_with_tool_template, tool_call_text
 
 ARCHS = ["qwen2", "llama"]
 
