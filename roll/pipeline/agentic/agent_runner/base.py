@@ -7,8 +7,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import openai
+
 from roll.agentic.env import BaseEnv, make_env
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.pipeline.agentic.trajectory import STOP_REASONS
 
 
 @dataclass
@@ -18,11 +21,18 @@ class EpisodeResult:
     score: the episode's reward (what GRPO compares within a group).
     step_scores: the reward of each turn, when the agent knows them (`Trajectory.step_rewards`).
     metrics: episode metrics by name (e.g. success), averaged per tag in the run's metrics.
+    stop_reason: why the episode ended, one of roll's STOP_REASONS (terminated, truncated, max_steps,
+        sequence_length: the server answered `context_length_exceeded`).
     """
 
     score: float
     step_scores: list[float] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
+    stop_reason: str = "terminated"
+
+    def __post_init__(self) -> None:
+        if self.stop_reason not in STOP_REASONS:
+            raise ValueError(f"EpisodeResult.stop_reason must be one of {STOP_REASONS}, got {self.stop_reason!r}")
 
 
 class AgentRunner:
@@ -48,7 +58,8 @@ def as_episode_result(value: Any) -> EpisodeResult:
     if isinstance(score, bool) or not isinstance(score, (int, float)):
         raise TypeError(f"an agent runner must return an EpisodeResult (or a dict) with a numeric score, got {value!r}")
     return EpisodeResult(float(score), [float(s) for s in get("step_scores", None) or []],
-                         {k: float(v) for k, v in (get("metrics", None) or {}).items()})
+                         {k: float(v) for k, v in (get("metrics", None) or {}).items()},
+                         get("stop_reason", None) or "terminated")
 
 
 @dataclass
@@ -65,9 +76,13 @@ class EnvPlay:
     def make(cls, env_config: CustomEnvConfig) -> "EnvPlay":
         return cls(make_env(env_config.env_type, **dict(env_config.env_config)))
 
+    stop_reason: str = "max_steps"
+
     def step(self, text: str) -> tuple[str, bool]:
         """Plays `text`; returns (observation, episode over)."""
         observation, reward, terminated, truncated, info = self.env.step(text)
+        if terminated or truncated:
+            self.stop_reason = "terminated" if terminated else "truncated"
         self.rewards.append(float(reward))
         self.step_metrics.append(dict(info.get("metrics", {})))
         self.modes.update(info.get("metrics_agg_mode", {}))
@@ -80,7 +95,13 @@ class EnvPlay:
             mode = self.modes.get(key, "mean")
             metrics[key] = {"sum": sum(values), "last": values[-1], "max": max(values)}.get(mode, sum(values) / len(values))
         metrics["num_actions"] = float(len(self.rewards))
-        return EpisodeResult(sum(self.rewards), list(self.rewards), metrics)
+        return EpisodeResult(sum(self.rewards), list(self.rewards), metrics, self.stop_reason)
+
+
+def out_of_context(error: Exception) -> bool:
+    """The server refused a call because its prompt leaves no room in `sequence_length`: the episode
+    ends there (stop_reason sequence_length), as roll's own managers end it."""
+    return isinstance(error, openai.BadRequestError) and getattr(error, "code", None) == "context_length_exceeded"
 
 
 def with_env_kwargs(env_config: CustomEnvConfig, **kwargs: Any) -> CustomEnvConfig:

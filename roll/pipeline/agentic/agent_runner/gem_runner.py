@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import openai
 
-from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult
+from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult, out_of_context
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig
 
 
@@ -30,8 +30,14 @@ class GEMRunner(AgentRunner):
             messages = [{"role": "system", "content": env_config.agent_system_template},
                         {"role": "user", "content": (instruction + "\n" if instruction else "") + turn_prompt(env_config, observation, 0)}]
             for turn in range(env_config.max_steps):
-                reply = client.chat.completions.create(model="policy", messages=messages,
-                                                       max_tokens=env_config.max_tokens_per_step)
+                try:
+                    reply = client.chat.completions.create(model="policy", messages=messages,
+                                                           max_tokens=env_config.max_tokens_per_step)
+                except openai.BadRequestError as exc:
+                    if not out_of_context(exc):
+                        raise
+                    play.stop_reason = "sequence_length"
+                    break
                 text = reply.choices[0].message.content or ""
                 messages.append({"role": "assistant", "content": text})
                 observation, over = play.step(text)

@@ -12,7 +12,7 @@ import json
 
 import openai
 
-from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult
+from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult, out_of_context
 from roll.pipeline.agentic.agentic_config import CustomEnvConfig
 
 DIRECTIONS = {"Up", "Down", "Left", "Right"}
@@ -39,8 +39,14 @@ class ToolCallRunner(AgentRunner):
                         {"role": "user", "content": f"{instruction}\n{observation}\nCall the {tool['function']['name']} tool "
                                                     "with your next action."}]
             for _ in range(env_config.max_steps):
-                reply = client.chat.completions.create(model="policy", messages=messages, tools=[tool],
-                                                       max_tokens=env_config.max_tokens_per_step).choices[0].message
+                try:
+                    reply = client.chat.completions.create(model="policy", messages=messages, tools=[tool],
+                                                           max_tokens=env_config.max_tokens_per_step).choices[0].message
+                except openai.BadRequestError as exc:
+                    if not out_of_context(exc):
+                        raise
+                    play.stop_reason = "sequence_length"
+                    break
                 messages.append(reply.model_dump(exclude_none=True))
                 calls = reply.tool_calls or []
                 if not calls:

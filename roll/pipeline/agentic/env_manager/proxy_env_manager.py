@@ -94,7 +94,7 @@ class ProxyEnvManager:
         finally:
             self.server.close_episode(key)
             self.proxy.release(key)
-        samples = recorder.trajectories(result.score, result.step_scores, result.metrics, self.tag, seed)
+        samples = recorder.trajectories(result.score, result.step_scores, result.metrics, self.tag, seed, result.stop_reason)
         if not samples:
             calls = recorder.metrics()
             raise EpisodeFailure("episode_error", self.tag, seed, f"no call of agent runner {self.runner_name} can be "
