@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from roll.configs.worker_config import GeneratingArgs
-from roll.pipeline.agentic.llm_proxy.openai_server import _request_from_body
+from roll.pipeline.agentic.llm_proxy.openai_server import SamplingDefaults, sampling_from_body
+from roll.pipeline.agentic.llm_proxy.openai_wire import CompletionRequest, parse_body
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 
 
@@ -45,13 +46,17 @@ def test_requests_and_results_refuse_what_no_engine_could_serve():
         GenerationResult(request_id="r1", output_ids=[1], logprobs=[-0.1], finish_reason="abort")
 
 
-def test_an_openai_body_becomes_a_typed_request_with_the_apis_defaults():
-    request = _request_from_body({"temperature": 0, "max_tokens": 5, "stop": "</answer>", "seed": 3}, [1, 2, 3])
-    assert request.input_ids == [1, 2, 3] and request.sampling.greedy
-    assert request.sampling.max_new_tokens == 5 and request.sampling.stop_strings == ("</answer>",)
-    assert request.sampling.seed == 3
-    bare = _request_from_body({}, [1])
-    assert (bare.sampling.max_new_tokens, bare.sampling.temperature, bare.sampling.top_p) == (16, 1.0, 1.0)
-    assert not bare.sampling.greedy
+def test_an_openai_body_becomes_typed_sampling_with_the_apis_defaults():
+    def sampling(**body):
+        return sampling_from_body(parse_body(CompletionRequest, {"prompt": [1, 2, 3], **body}), SamplingDefaults(), 3, 0, "prompt")
+
+    params = sampling(temperature=0, max_tokens=5, stop="</answer>", seed=3)
+    assert params.greedy and params.max_new_tokens == 5 and params.stop_strings == ("</answer>",) and params.seed == 3
+    bare = sampling()
+    assert (bare.max_new_tokens, bare.temperature, bare.top_p) == (16, 1.0, 1.0)
+    assert not bare.greedy
     with pytest.raises(ValueError, match="top_p"):
-        _request_from_body({"top_p": 2.0}, [1])
+        sampling(top_p=2.0)
+    capped = sampling_from_body(parse_body(CompletionRequest, {"prompt": [1], "max_tokens": 50}),
+                                SamplingDefaults(max_tokens_cap=8, max_context_tokens=10), 4, 0, "prompt")
+    assert capped.max_new_tokens == 6  # the room left in the context

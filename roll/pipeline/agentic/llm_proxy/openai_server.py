@@ -57,6 +57,28 @@ class SamplingDefaults:
     max_context_tokens: int | None = None
 
 
+def sampling_from_body(fields: Any, defaults: SamplingDefaults, prompt_len: int, choice: int, param: str) -> SamplingParams:
+    """The sampling of choice `choice` of a parsed request body (`param`: the body's prompt field, named
+    in a context-length error). Fields the body leaves out come from `defaults`."""
+    limit = fields.token_limit() or defaults.max_tokens
+    if defaults.max_tokens_cap:
+        limit = min(limit, defaults.max_tokens_cap)
+    if defaults.max_context_tokens:
+        room = defaults.max_context_tokens - prompt_len
+        if room < 1:
+            raise WireError(f"{param}: the prompt has {prompt_len} tokens, which leaves no room in this server's "
+                            f"context of {defaults.max_context_tokens} tokens", param=param,
+                            code="context_length_exceeded")
+        limit = min(limit, room)
+    temperature = defaults.temperature if fields.temperature is None else fields.temperature
+    # n choices of one prompt must not share a sampler seed, or they would be the same sample
+    seed = fields.seed + choice if fields.seed is not None else random.getrandbits(62)
+    return SamplingParams(max_new_tokens=int(limit), do_sample=temperature > 0, temperature=float(temperature),
+                          top_p=float(defaults.top_p if fields.top_p is None else fields.top_p),
+                          top_k=int(defaults.top_k if fields.top_k is None else fields.top_k),
+                          stop_strings=fields.stop_strings(), seed=seed)
+
+
 @dataclass
 class EpisodeSession:
     key: str
@@ -138,31 +160,11 @@ class OpenAIServer:
                             "its episode's base_url / api_key", status=401, code="invalid_api_key")
         return session
 
-    def _sampling(self, fields: Any, defaults: SamplingDefaults, prompt_len: int, choice: int,
-                  param: str) -> SamplingParams:
-        limit = fields.token_limit() or defaults.max_tokens
-        if defaults.max_tokens_cap:
-            limit = min(limit, defaults.max_tokens_cap)
-        if defaults.max_context_tokens:
-            room = defaults.max_context_tokens - prompt_len
-            if room < 1:
-                raise WireError(f"{param}: the prompt has {prompt_len} tokens, which leaves no room in this server's "
-                                f"context of {defaults.max_context_tokens} tokens", param=param,
-                                code="context_length_exceeded")
-            limit = min(limit, room)
-        temperature = defaults.temperature if fields.temperature is None else fields.temperature
-        # n choices of one prompt must not share a sampler seed, or they would be the same sample
-        seed = fields.seed + choice if fields.seed is not None else random.getrandbits(62)
-        return SamplingParams(max_new_tokens=int(limit), do_sample=temperature > 0, temperature=float(temperature),
-                              top_p=float(defaults.top_p if fields.top_p is None else fields.top_p),
-                              top_k=int(defaults.top_k if fields.top_k is None else fields.top_k),
-                              stop_strings=fields.stop_strings(), seed=seed)
-
     def _generate(self, session: EpisodeSession | None, fields: Any, prompt: PromptIds, param: str) -> list[GenerationResult]:
         defaults = session.defaults if session else self.defaults
         requests = [GenerationRequest(input_ids=list(prompt.ids), request_id=f"{session.key if session else 'anon'}-{i}",
                                       session_id=(f"{session.key}/{i}" if i else session.key) if session else None,
-                                      sampling=self._sampling(fields, defaults, len(prompt.ids), i, param))
+                                      sampling=sampling_from_body(fields, defaults, len(prompt.ids), i, param))
                     for i in range(fields.n)]
         generate = session.generate if session else self.engine_generate
         return generate(requests)
