@@ -30,8 +30,9 @@ class CustomEnvConfig:
     """One entry of `custom_envs`: an environment type plus how the agent is prompted for it."""
 
     # a registered env name (roll.agentic.env.list_env_types()) or the class path of a BaseEnv subclass
-    # in your own module on PYTHONPATH (my_pkg.envs.MyEnv)
-    env_type: str = "frozen_lake"
+    # in your own module on PYTHONPATH (my_pkg.envs.MyEnv); None only for an agent runner that plays
+    # its own game (ProxyEnvManager, docs/agents.md)
+    env_type: str | None = "frozen_lake"
     max_steps: int = 10  # turns per episode; `max_actions_per_traj` / `max_steps_per_traj` are aliases
     max_tokens_per_step: int = 128  # new tokens per turn
     env_instruction: str | None = None  # overrides the env's own instruction
@@ -44,6 +45,9 @@ class CustomEnvConfig:
     # class path of the env manager that plays this env (TrajEnvManager or a subclass); imported at
     # config load, so a path that does not import fails before any worker starts
     env_manager_cls: str = DEFAULT_ENV_MANAGER_CLS
+    # class path of the agent that plays the episodes (run_episode(seed, base_url, env_config)); read by
+    # env_manager_cls ProxyEnvManager (docs/agents.md), refused with any other manager
+    agent_runner_cls: str | None = None
     # step-wise env managers (StepEnvManager): how many earlier (observation, reply) pairs each turn's
     # prompt shows; the trajectory-wise managers keep the whole conversation and ignore it
     history_length: int = 5

@@ -164,8 +164,6 @@ CUSTOM_ENV: dict[str, RollKey] = {
     "use_thread_lock": RollKey("roll steps each env in its own episode loop"),
     "pre_step_template": RollKey("roll's env managers render each turn with agent_template"),
     "next_step_template": RollKey("roll's env managers render each turn with agent_template"),
-    "agent_runner_cls": RollKey("no agent runner", _is(None),
-                                "ROLL's agent runners are not implemented in roll yet; remove agent_runner_cls"),
     "max_env_step_concurrent": RollKey("roll steps every env of a worker in its own episode loop, without a cap"),
 }
 

@@ -156,6 +156,8 @@ def check_first_prompts(config: "AgenticConfig") -> None:
     for manager_config in (config.train_env_manager, config.val_env_manager):
         for tag in [t for t in manager_config.tags if t not in checked]:
             checked.add(tag)
+            if config.custom_envs[tag].env_type is None:
+                continue  # an agent runner's own game: its prompts are the agent's
             # the configured manager builds the prompt (step-wise managers use their own template fields)
             manager_cls = get_class(config.custom_envs[tag].env_manager_cls)
             if not (isinstance(manager_cls, type) and issubclass(manager_cls, TrajEnvManager)):

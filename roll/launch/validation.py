@@ -17,13 +17,16 @@ from roll.algorithms import ADV_ESTIMATORS, CORRECTION_LEVELS, KL_KINDS, LOSS_AG
 from roll.configs.errors import ConfigError, did_you_mean
 from roll.configs.worker_config import WorkerConfig
 from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
+from roll.pipeline.agentic.env_manager.proxy_env_manager import ProxyEnvManager
 from roll.strategies.deepspeed_train import roll_deepspeed_config
 from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
 from roll.strategies.registry import allowed_strategies, strategy_facts
 from roll.utils.tracking import TRACKERS, tracker_names
 
 if TYPE_CHECKING:
-    from roll.configs.agentic_config import AgenticConfig, EnvManagerConfig
+    from roll.configs.agentic_config import AgenticConfig, CustomEnvConfig, EnvManagerConfig
+
+PROXY_ENV_MANAGER = "roll.pipeline.agentic.env_manager.proxy_env_manager.ProxyEnvManager"
 
 # A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
@@ -188,6 +191,9 @@ def _check_sft_warmup(config: "AgenticConfig") -> None:
     tags = warmup.tags or config.train_env_manager.tags
     for tag in tags:
         _require(tag in config.custom_envs, f"sft_warmup.tags: {tag!r} is not in custom_envs (has {sorted(config.custom_envs)})")
+        _require(config.custom_envs[tag].agent_runner_cls is None,
+                 f"sft_warmup.tags: {tag!r} is played by an agent runner, and the warm-up plays roll envs with scripted "
+                 "policies through roll's own prompts; set sft_warmup.steps=0 or sft_warmup.tags to other envs")
         env_type = config.custom_envs[tag].env_type
         if warmup.policy == TOOL_POLICY:
             _require(callable(getattr(get_env_cls(env_type), "solver_call", None)),
@@ -255,6 +261,9 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
     env manager class path imports."""
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
+        manager_cls = _check_env_manager_cls(where, spec.env_manager_cls)
+        if _check_agent_runner(where, spec, manager_cls):
+            continue  # an agent that plays its own game: no roll env to check
         known = list_env_types()
         if spec.env_type not in known and "." not in spec.env_type:
             raise ConfigError(
@@ -291,7 +300,48 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
         _warn_if_a_broken_reply_pays(where, env_cls.idle_move_reward, env_config)
-        _check_env_manager_cls(where, spec.env_manager_cls)
+
+
+def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) -> bool:
+    """`agent_runner_cls` is set exactly when the manager is a ProxyEnvManager, and imports here with a
+    run_episode method. True when the entry has no roll env (env_type null: the agent brings its game)."""
+    proxy = isinstance(manager_cls, type) and issubclass(manager_cls, ProxyEnvManager)
+    if not proxy:
+        _require(spec.agent_runner_cls is None,
+                 f"{where}.agent_runner_cls: {spec.agent_runner_cls!r} is run only by env_manager_cls "
+                 f"{PROXY_ENV_MANAGER}; set that manager, or remove agent_runner_cls")
+        _require(spec.env_type is not None, f"{where}.env_type: null is only for an agent runner that plays its own "
+                                            f"game (env_manager_cls {PROXY_ENV_MANAGER}); name an env")
+        return False
+    _require(bool(spec.agent_runner_cls),
+             f"{where}.agent_runner_cls: {PROXY_ENV_MANAGER} runs an agent runner; give the class path of one "
+             f"(e.g. roll.pipeline.agentic.agent_runner.gem_runner.GEMRunner, docs/agents.md)")
+    runner_cls = _import_class(f"{where}.agent_runner_cls", spec.agent_runner_cls,
+                               "an agent runner, e.g. roll.pipeline.agentic.agent_runner.gem_runner.GEMRunner")
+    _require(callable(getattr(runner_cls, "run_episode", None)),
+             f"{where}.agent_runner_cls: {spec.agent_runner_cls!r} has no run_episode(seed, base_url, env_config) "
+             f"method (docs/agents.md)")
+    if spec.env_type is None:
+        _require(not getattr(runner_cls, "plays_roll_env", False),
+                 f"{where}.env_type: {spec.agent_runner_cls} plays a roll env; name one (e.g. sokoban)")
+        _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
+        _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
+        return True
+    return False
+
+
+def _import_class(where: str, path: str, example: str) -> type:
+    """A class path imported here, in the driver, before any worker starts (the Ray env workers import
+    it again in their own processes)."""
+    from hydra.utils import get_class
+
+    try:
+        return get_class(path)
+    except Exception as error:  # ImportError, ValueError, or whatever the user's module raised on import
+        lines = str(error).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
+        reason = " ".join(lines[1:] or lines) or type(error).__name__
+        raise ConfigError(f"{where}: cannot import {path!r} ({reason}). Give the class path of {example}, whose "
+                          f"module is on PYTHONPATH.") from None
 
 
 def _warn_if_a_broken_reply_pays(where: str, idle_move_reward: float, env_config) -> None:
@@ -308,25 +358,20 @@ def _warn_if_a_broken_reply_pays(where: str, idle_move_reward: float, env_config
             where, wall, idle_move_reward, env_config.ineffective_penalty, env_config.format_penalty, wall)
 
 
-def _check_env_manager_cls(where: str, path: str) -> None:
-    """The env manager's class path imports here, in the driver, before any worker starts (the Ray
-    env workers import it again in their own processes)."""
-    from hydra.utils import get_class
-
-    try:
-        manager_cls = get_class(path)
-    except Exception as error:  # ImportError, ValueError, or whatever the user's module raised on import
-        lines = str(error).splitlines()  # hydra's: "Error loading 'x':", then the cause, then a hint
-        reason = " ".join(lines[1:] or lines) or type(error).__name__
-        raise ConfigError(f"{where}.env_manager_cls: cannot import {path!r} ({reason}). Give the class path of an "
-                          f"env manager, e.g. roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager, "
-                          f"whose module is on PYTHONPATH.") from None
+def _check_env_manager_cls(where: str, path: str) -> type:
+    manager_cls = _import_class(f"{where}.env_manager_cls", path,
+                                "an env manager, e.g. roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager,")
     if not callable(getattr(manager_cls, "run_episode", None)):
         raise ConfigError(f"{where}.env_manager_cls: {path!r} has no run_episode method; subclass "
                           f"roll.pipeline.agentic.env_manager.traj_env_manager.TrajEnvManager.")
+    return manager_cls
 
 
 def _check_env_manager(config: "AgenticConfig", name: str, manager: "EnvManagerConfig") -> None:
+    if manager.random_action_rate:
+        runners = [t for t in manager.tags if t in config.custom_envs and config.custom_envs[t].agent_runner_cls]
+        _require(not runners, f"{name}.random_action_rate: envs {runners} are played by agent runners, which own their "
+                              "prompts; exploration by random answers needs roll's env managers. Set it to 0")
     _require(manager.group_size >= 1, f"{name}.group_size must be >= 1, got {manager.group_size}")
     _require(manager.num_env_groups >= 1, f"{name}.num_env_groups must be >= 1, got {manager.num_env_groups}")
     _require(manager.max_worker_restarts >= -1, f"{name}.max_worker_restarts must be >= 0 (or -1 for no limit), "

@@ -23,7 +23,6 @@ ROLLOUT = "roll.pipeline.agentic.agentic_rollout_pipeline.AgenticRolloutPipeline
 EXPECTED_REFUSALS = {
     "agentic_val_sokoban_native": "'sokoban_native_env' is not an env roll bundles",
     "agentic_val_sokoban_sandbox": "'sokoban_sandbox' is not an env roll bundles",
-    "agentic_val_sokoban_agent_runner": "agent runners are not implemented in roll yet",
 }
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 NAMED_FEATURE = re.compile(r"not implemented|not supported|is not an env roll bundles|cannot import")

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, roll_examples
 
-EXAMPLES = os.environ.get("ROLL_EXAMPLES_DIR")
-pytestmark = pytest.mark.skipif(not EXAMPLES, reason="set ROLL_EXAMPLES_DIR to the folder of ROLL's example configs")
+ROLL_DIR = roll_examples("qwen2.5-0.5B-agentic")
 
 
 @pytest.mark.timeout(900)
@@ -26,7 +25,7 @@ def test_roll_agent_runner_config_trains_two_steps_on_cpu():
     out = work / "run"
     # shorter episodes than ROLL's 10 turns keep the test's rollout within minutes on a shared CPU
     args = [sys.executable, "examples/start_agentic_pipeline.py",
-            "--config-path", str(Path(EXAMPLES) / "qwen2.5-0.5B-agentic"), "--config-name", "agentic_val_sokoban_agent_runner",
+            "--config-path", str(ROLL_DIR), "--config-name", "agentic_val_sokoban_agent_runner",
             "--cpu", "pretrain=tiny-random-qwen2", "max_steps=2", "eval_steps=0", "max_actions_per_traj=3",
             f"output_dir={out}", f"logging_dir={out / 'logs'}"]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "ROLL_RAY_TEMP_DIR": str(work / "ray"),

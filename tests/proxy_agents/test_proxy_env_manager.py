@@ -9,14 +9,15 @@ import dataclasses
 import pytest
 import torch
 
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.env_manager.proxy_env_manager import ProxyEnvManager
 from roll.pipeline.agentic.llm_proxy import PolicyProxy
 from roll.pipeline.agentic.trajectory import EpisodeFailure
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.strategies.hf_infer import HFInferStrategy
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
+from tests.proxy_agents.runners import HangingRunner
 from tests.proxy_agents.helpers import ScriptedPolicy, assert_sample_is_exact, load_with_tool_template, tool_call_text
 from tests.rollout.helpers import fresh_logprobs, greedy, manager_config
 from tests.workers.helpers import actor_config
@@ -114,8 +115,6 @@ def test_a_runner_that_fails_fails_its_episode(tiny_model_dir, runner, kind, det
 
 def test_a_runner_that_hangs_times_out_and_is_counted(tiny_model_dir):
     strategy = HFInferStrategy(tiny_model_dir)
-    from tests.proxy_agents.runners import HangingRunner
-
     hung = manager("tests.proxy_agents.runners.HangingRunner", strategy.tokenizer, strategy, env_timeout_s=0.2)
     try:
         with pytest.raises(EpisodeFailure) as err:

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import openai
 
 from roll.agentic.env import BaseEnv, make_env
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 from roll.pipeline.agentic.trajectory import STOP_REASONS
 
 
@@ -43,6 +43,8 @@ class AgentRunner:
     return an EpisodeResult. `env_config` is the run's `custom_envs.<tag>` entry (CustomEnvConfig:
     env_type, env_config, max_steps, max_tokens_per_step, agent_system_template, ...). Raising fails
     the episode (reported, and its group re-run); so does running past the manager's timeout."""
+
+    plays_roll_env = False  # True: it plays the entry's roll env, so env_type must name one
 
     def run_episode(self, seed: int, base_url: str, env_config: CustomEnvConfig) -> EpisodeResult:
         raise NotImplementedError

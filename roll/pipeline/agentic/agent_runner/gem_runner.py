@@ -11,7 +11,7 @@ from __future__ import annotations
 import openai
 
 from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult, out_of_context
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 
 
 def turn_prompt(env_config: CustomEnvConfig, observation: str, turn: int) -> str:
@@ -21,6 +21,8 @@ def turn_prompt(env_config: CustomEnvConfig, observation: str, turn: int) -> str
 
 
 class GEMRunner(AgentRunner):
+    plays_roll_env = True
+
     def run_episode(self, seed: int, base_url: str, env_config: CustomEnvConfig) -> EpisodeResult:
         client = openai.OpenAI(base_url=base_url, api_key="roll", max_retries=0)
         play = EnvPlay.make(env_config)

@@ -13,7 +13,7 @@ import json
 import openai
 
 from roll.pipeline.agentic.agent_runner.base import AgentRunner, EnvPlay, EpisodeResult, out_of_context
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig
+from roll.configs.agentic_config import CustomEnvConfig
 
 DIRECTIONS = {"Up", "Down", "Left", "Right"}
 
@@ -28,6 +28,8 @@ def action_tool(action_names: list[str]) -> tuple[dict, str]:
 
 
 class ToolCallRunner(AgentRunner):
+    plays_roll_env = True
+
     def run_episode(self, seed: int, base_url: str, env_config: CustomEnvConfig) -> EpisodeResult:
         client = openai.OpenAI(base_url=base_url, api_key="roll", max_retries=0)
         play = EnvPlay.make(env_config)

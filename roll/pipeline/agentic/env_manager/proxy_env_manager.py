@@ -25,7 +25,7 @@ from typing import Any
 from hydra.utils import get_class
 
 from roll.pipeline.agentic.agent_runner.base import as_episode_result, with_env_kwargs
-from roll.pipeline.agentic.agentic_config import CustomEnvConfig, EnvManagerConfig
+from roll.configs.agentic_config import CustomEnvConfig, EnvManagerConfig
 from roll.pipeline.agentic.env_manager.traj_env_manager import EnvCallTimeout, call_with_timeout
 from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer, SamplingDefaults
 from roll.pipeline.agentic.trajectory import EpisodeFailure, Trajectory
