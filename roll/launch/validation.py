@@ -258,12 +258,13 @@ def _check_ranges(config: "AgenticConfig") -> None:
 def _check_custom_envs(config: "AgenticConfig") -> None:
     """Each env resolves (a registered name or a BaseEnv class path, imported here so a user's module
     that does not import fails now), its env_config keys and values fit its config dataclass, and its
-    env manager class path imports."""
+    env manager (and agent runner) class paths import. An entry without a roll env (env_type null) is
+    an agent runner's own game: only its manager and runner are checked."""
     for tag, spec in config.custom_envs.items():
         where = f"custom_envs.{tag}"
-        manager_cls = _check_env_manager_cls(where, spec.env_manager_cls)
-        if _check_agent_runner(where, spec, manager_cls):
-            continue  # an agent that plays its own game: no roll env to check
+        if spec.env_type is None:  # an agent that plays its own game: no roll env to check
+            _check_agent_runner(where, spec, _check_env_manager_cls(where, spec.env_manager_cls))
+            continue
         known = list_env_types()
         if spec.env_type not in known and "." not in spec.env_type:
             raise ConfigError(
@@ -300,11 +301,12 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
         _warn_if_a_broken_reply_pays(where, env_cls.idle_move_reward, env_config)
+        _check_agent_runner(where, spec, _check_env_manager_cls(where, spec.env_manager_cls))
 
 
-def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) -> bool:
+def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) -> None:
     """`agent_runner_cls` is set exactly when the manager is a ProxyEnvManager, and imports here with a
-    run_episode method. True when the entry has no roll env (env_type null: the agent brings its game)."""
+    run_episode method; env_type null (the agent brings its own game) only with such a runner."""
     proxy = isinstance(manager_cls, type) and issubclass(manager_cls, ProxyEnvManager)
     if not proxy:
         _require(spec.agent_runner_cls is None,
@@ -312,7 +314,7 @@ def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) 
                  f"{PROXY_ENV_MANAGER}; set that manager, or remove agent_runner_cls")
         _require(spec.env_type is not None, f"{where}.env_type: null is only for an agent runner that plays its own "
                                             f"game (env_manager_cls {PROXY_ENV_MANAGER}); name an env")
-        return False
+        return
     _require(bool(spec.agent_runner_cls),
              f"{where}.agent_runner_cls: {PROXY_ENV_MANAGER} runs an agent runner; give the class path of one "
              f"(e.g. roll.pipeline.agentic.agent_runner.gem_runner.GEMRunner, docs/agents.md)")
@@ -326,8 +328,6 @@ def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) 
                  f"{where}.env_type: {spec.agent_runner_cls} plays a roll env; name one (e.g. sokoban)")
         _require(spec.max_steps >= 1, f"{where}.max_steps must be >= 1, got {spec.max_steps}")
         _require(spec.max_tokens_per_step >= 1, f"{where}.max_tokens_per_step must be >= 1, got {spec.max_tokens_per_step}")
-        return True
-    return False
 
 
 def _import_class(where: str, path: str, example: str) -> type:

@@ -98,3 +98,12 @@ def assert_sample_is_exact(model, tokens, tol: float = 1e-4) -> None:
     assert mask.any()
     recorded = torch.tensor(tokens.logprobs)
     assert torch.allclose(fresh[mask], recorded[mask], atol=tol), (fresh[mask] - recorded[mask]).abs().max()
+
+
+def assert_trajectory_is_exact(model, traj, tol: float = 1e-4) -> None:
+    """assert_sample_is_exact for a Trajectory (its log-probs are `infer_logprobs`)."""
+    fresh = fresh_logprobs(model, traj.input_ids)
+    mask = torch.tensor(traj.response_mask, dtype=torch.bool)
+    assert mask.any()
+    recorded = torch.tensor(traj.infer_logprobs)
+    assert torch.allclose(fresh[mask], recorded[mask], atol=tol), (fresh[mask] - recorded[mask]).abs().max()

@@ -5,6 +5,7 @@ train a step; runners that raise, hang, forge or stay silent fail or report as t
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 import torch
@@ -18,8 +19,8 @@ from roll.strategies.hf_infer import HFInferStrategy
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.train_worker import LossConfig
 from tests.proxy_agents.runners import HangingRunner
-from tests.proxy_agents.helpers import ScriptedPolicy, assert_sample_is_exact, load_with_tool_template, tool_call_text
-from tests.rollout.helpers import fresh_logprobs, greedy, manager_config
+from tests.proxy_agents.helpers import ScriptedPolicy, assert_trajectory_is_exact, load_with_tool_template, tool_call_text
+from tests.rollout.helpers import greedy, manager_config
 from tests.workers.helpers import actor_config
 
 RUNNERS = "roll.pipeline.agentic.agent_runner"
@@ -50,9 +51,7 @@ def test_gem_runner_plays_roll_envs_through_chat_as_one_exact_sample(tiny_model_
         turns = int(traj.env_metrics["num_actions"])
         assert traj.env_metrics["agent/calls"] == turns >= 1 and traj.env_metrics["agent/unattributed_calls"] == 0
         assert traj.score == pytest.approx(sum(traj.step_rewards)) and len(traj.step_rewards) == turns
-        fresh = fresh_logprobs(model, traj.input_ids)
-        mask = torch.tensor(traj.response_mask, dtype=torch.bool)
-        assert torch.allclose(fresh[mask], torch.tensor(traj.infer_logprobs)[mask], atol=1e-4)
+        assert_trajectory_is_exact(model, traj)
         assert len(traj.input_ids) <= 2048
 
 
@@ -63,9 +62,7 @@ def test_tool_call_runner_plays_moves_as_tool_calls(tiny_model_dir):
     assert traj.env_metrics["num_actions"] == 4 and traj.env_metrics["agent/calls"] == 4
     assert traj.env_metrics["action_is_valid"] == 1.0  # every tool call was a legal move
     assert [m["role"] for m in traj.messages].count("tool") == 3  # the last move's answer was never sent
-    tokens = dataclasses.replace(traj)  # a Trajectory has the TokenBuffer's fields under these names
-    assert_sample_is_exact(model, type("Row", (), {"input_ids": tokens.input_ids, "response_mask": tokens.response_mask,
-                                                   "logprobs": tokens.infer_logprobs})())
+    assert_trajectory_is_exact(model, traj)
 
 
 def test_an_agents_sdk_runner_plays_whole_episodes_and_its_samples_train_a_step(tiny_model_dir):
@@ -83,8 +80,7 @@ def test_an_agents_sdk_runner_plays_whole_episodes_and_its_samples_train_a_step(
         # the SDK resent the whole history with its tool calls at each turn: one sample per episode
         assert traj.env_metrics["agent/calls"] == 4 and traj.env_metrics["agent/samples"] == 1
         assert sum(traj.response_mask) == traj.generated_tokens > 0
-        row = type("Row", (), {"input_ids": traj.input_ids, "response_mask": traj.response_mask, "logprobs": traj.infer_logprobs})
-        assert_sample_is_exact(model, row())
+        assert_trajectory_is_exact(model, traj)
     batch = trajectories_to_batch(trajs, tokenizer.pad_token_id)
     scores = batch["scores"]
     group_mean = torch.stack([scores[:2].mean()] * 2 + [scores[2:].mean()] * 2)
@@ -123,3 +119,28 @@ def test_a_runner_that_hangs_times_out_and_is_counted(tiny_model_dir):
     finally:
         HangingRunner.release.set()
         strategy.shutdown()
+
+
+def test_the_example_agent_trains_on_what_it_played(tiny_model_dir):
+    """examples/agents/grid_agent.py (no roll imports) under the manager: a policy that walks to the goal
+    scores 1 in one exact sample; the random tiny model, which writes no tool call, scores 0."""
+    tokenizer, model = load_with_tool_template(tiny_model_dir, "qwen2")
+    seed = 4
+    me, goal = random.Random(seed).sample([(r, c) for r in range(4) for c in range(4)], 2)
+    path = ["Down" if goal[0] > me[0] else "Up"] * abs(goal[0] - me[0]) + ["Right" if goal[1] > me[1] else "Left"] * abs(goal[1] - me[1])
+    grid = dataclasses.replace(SOKOBAN, env_type=None, max_steps=8, agent_runner_cls="examples.agents.grid_agent.GridAgent")
+
+    def play(engine):
+        sampling = dataclasses.replace(greedy(48), do_sample=True, temperature=1.0)
+        return ProxyEnvManager("GridAgent", grid, manager_config(sampling), tokenizer, PolicyProxy([engine]),
+                               sequence_length=2048).run_episode(seed)
+
+    (walked,) = play(ScriptedPolicy(model, tokenizer, [tool_call_text("qwen2", d) for d in path]))
+    assert walked.score == 1.0 and walked.env_metrics["agent/calls"] == len(path) == walked.env_metrics["agent/samples"] * len(path)
+    assert_trajectory_is_exact(model, walked)
+    strategy = HFInferStrategy(tiny_model_dir)
+    try:
+        (lost,) = play(strategy)
+    finally:
+        strategy.shutdown()
+    assert lost.score == 0.0 and lost.env_metrics["agent/calls"] == 8
