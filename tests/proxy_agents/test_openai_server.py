@@ -31,6 +31,7 @@ def test_models_chat_n_logprobs_and_token_ids(served):
     server, strategy = served
     api = client(server.base_url)
     assert [m.id for m in api.models.list().data] == ["roll-policy"]
+    assert [m.id for m in client(server.episode_url("any")).models.list().data] == ["roll-policy"]
     reply = api.chat.completions.create(model="roll-policy", messages=[{"role": "user", "content": "Go left"}], n=3,
                                         max_tokens=6, temperature=1.0, seed=7, logprobs=True)
     assert len(reply.choices) == 3

@@ -53,6 +53,9 @@ class ProxyEnvManager:
         if not env_config.agent_runner_cls:
             raise ValueError(f"custom_envs.{tag}: env_manager_cls ProxyEnvManager needs agent_runner_cls, the class "
                              "path of your agent runner (e.g. roll.pipeline.agentic.agent_runner.gem_runner.GEMRunner)")
+        if manager_config.random_action_rate:
+            raise ValueError(f"custom_envs.{tag}: random_action_rate plays the env's random answers in roll's own "
+                             "prompts; an agent runner owns its prompts, so set random_action_rate: 0")
         args = manager_config.generating_args
         if args is None:
             raise ValueError("ProxyEnvManager needs manager_config.generating_args (RolloutScheduler resolves it)")

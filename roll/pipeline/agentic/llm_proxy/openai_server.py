@@ -101,7 +101,7 @@ class OpenAIServer:
         self.executor = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="openai-server")
         self.app = self._build_app()
         self._server: uvicorn.Server | None = None
-        self.port = 0
+        self.host, self.port = "127.0.0.1", 0  # set by start()
 
     # ---- episodes ----
     def open_episode(self, key: str, generate: Generate, defaults: SamplingDefaults | None = None) -> EpisodeRecorder:
@@ -238,18 +238,22 @@ class OpenAIServer:
         def models() -> dict:
             return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "roll"}]}
 
-        for prefix, keyed in (("/v1", False), ("/episodes/{key}/v1", True)):
-            def routes(keyed: bool = keyed) -> tuple:
-                async def chat(request: Request, key: str | None = None) -> Any:
-                    return await serve(request, "chat", key if keyed else None)
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Any:
+            return await serve(request, "chat", None)
 
-                async def completions(request: Request, key: str | None = None) -> Any:
-                    return await serve(request, "completions", key if keyed else None)
+        @app.post("/episodes/{key}/v1/chat/completions")
+        async def episode_chat(request: Request, key: str) -> Any:
+            return await serve(request, "chat", key)
 
-                return chat, completions
+        @app.post("/v1/completions")
+        async def completions(request: Request) -> Any:
+            return await serve(request, "completions", None)
 
-            chat, completions = routes()
-            app.post(f"{prefix}/chat/completions")(chat)
-            app.post(f"{prefix}/completions")(completions)
-            app.get(f"{prefix}/models")(models)
+        @app.post("/episodes/{key}/v1/completions")
+        async def episode_completions(request: Request, key: str) -> Any:
+            return await serve(request, "completions", key)
+
+        app.get("/v1/models")(models)
+        app.get("/episodes/{key}/v1/models")(models)
         return app
