@@ -165,3 +165,15 @@ def test_64_concurrent_episodes_lose_no_call(tiny_model_dir):
         server.stop()
         strategy.shutdown()
     assert counts == [turns] * 64
+
+
+def test_a_bearer_token_keys_the_episode_like_the_path(served):
+    server, strategy = served
+    recorder = server.open_episode("token-7", strategy.generate)
+    body = dict(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+    try:
+        openai.OpenAI(base_url=server.base_url, api_key="token-7", max_retries=0).chat.completions.create(**body)
+        openai.OpenAI(base_url=server.base_url, api_key="someone-else", max_retries=0).chat.completions.create(**body)
+    finally:
+        server.close_episode("token-7")
+    assert len(recorder.calls) == 1  # the other key was served by the engine, unrecorded
