@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, get_scheduler
 
+from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
 from roll.strategies.shared_prefix import forward_with_shared_prefix, shared_prefix_length
@@ -228,6 +229,19 @@ class HFTrainStrategy:
         finally:
             self.model.set_output_embeddings(head)
         return hidden, head
+
+    def forward_token_logprobs(self, mb: MicroBatch, with_entropy: bool,
+                               label_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None] | None:
+        """Token-aligned log-probs `[rows, width]` (and entropies, or None) of the micro-batch's own
+        tokens, the output layer run chunk by chunk (head_logprobs_for_input_ids), so no
+        `[rows, width, vocab]` logits exist; `label_mask` `[rows, width]`: only those tokens (the rest
+        0). None where forward_hidden is None: the caller then uses `forward`'s full logits."""
+        split = self.forward_hidden(mb)
+        if split is None:
+            return None
+        hidden, head = split
+        return head_logprobs_for_input_ids(hidden, head, mb.input_ids.to(hidden.device), with_entropy,
+                                           dtype=self.compute_dtype, label_mask=label_mask)
 
     def can_share_prefix(self) -> bool:
         """Whether a micro-batch's shared prompt may run once (roll/strategies/shared_prefix.py): it needs the

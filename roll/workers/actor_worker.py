@@ -26,7 +26,6 @@ from roll.algorithms import (
     pg_loss_matrix,
     train_infer_correction,
 )
-from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch
 from roll.workers.sft import end_sft, sft_step
@@ -42,16 +41,15 @@ class ActorWorker(TrainWorker):
     def token_outputs(self, mb: MicroBatch, with_entropy: bool, entropy_grad: bool = False,
                       token_mask: Tensor | None = None) -> dict[str, Tensor]:
         """Per-sample log-probs (+ entropies) `[num_samples, out_width]`. `token_mask` (the same shape):
-        only those tokens are wanted; the others come back 0, and where the output layer runs apart
-        from the model (forward_hidden) it runs on the wanted tokens alone."""
-        split = getattr(self.strategy, "forward_hidden", lambda mb: None)(mb)
-        if split is not None:
-            # the output layer runs chunk by chunk inside the log-prob function: no [rows, width, vocab] logits
-            hidden, head = split
-            input_ids = mb.input_ids.to(hidden.device)
-            label_mask = None if token_mask is None else mb.to_rows(token_mask.to(hidden.device))
-            logprobs, entropy = head_logprobs_for_input_ids(hidden, head, input_ids, with_entropy,
-                                                            dtype=self.strategy.compute_dtype, label_mask=label_mask)
+        only those tokens are wanted; the others come back 0, and where the strategy runs the output
+        layer chunk by chunk (forward_token_logprobs) it runs on the wanted tokens alone."""
+        label_mask = None if token_mask is None else mb.to_rows(token_mask)
+        # optional in a strategy (a user's own may lack it): without it, full logits below
+        chunked_forward = getattr(self.strategy, "forward_token_logprobs", None)
+        chunked = chunked_forward(mb, with_entropy, label_mask) if chunked_forward else None
+        if chunked is not None:
+            # the output layer ran chunk by chunk inside the log-prob function: no [rows, width, vocab] logits
+            logprobs, entropy = chunked
             out = {"logprobs": mb.unpack(logprobs)}
             if with_entropy:
                 out["entropy"] = mb.unpack(entropy if entropy_grad else entropy.detach())

@@ -81,23 +81,29 @@ def test_bf16_matmul_matches_autocast():
     assert torch.allclose(lp, logprobs_for_input_ids(logits.float(), ids), atol=1e-5)
 
 
-def _train_pass(model_dir: Path, chunked: bool, grads_file: Path) -> dict:
+def _train_pass(model_dir: Path, chunked: bool, grads_file: Path, strategy: str = "hf_train") -> dict:
     """One fwd+bwd of the actor's PPO loss (KL and entropy terms on) in a fresh process: its loss parts,
     gradients, and the growth of peak resident memory over the pass."""
     out = subprocess.run([sys.executable, str(Path(__file__).parent / "trainer_pass.py"), str(model_dir),
-                          "chunked" if chunked else "full", str(grads_file)], cwd=REPO, capture_output=True, text=True, timeout=600)
+                          "chunked" if chunked else "full", str(grads_file), strategy],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_the_trainers_chunked_loss_equals_the_full_logits_loss_with_lower_peak_memory(tmp_path):
+def _big_vocab_model(model_dir: Path) -> Path:
+    """A 2-layer random Qwen2 with a 32,000-token vocabulary: its logits dominate a pass's memory."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     config = Qwen2Config(vocab_size=32000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
     torch.manual_seed(0)
-    model_dir = tmp_path / "model"
     AutoModelForCausalLM.from_config(config).save_pretrained(model_dir)
+    return model_dir
+
+
+def test_the_trainers_chunked_loss_equals_the_full_logits_loss_with_lower_peak_memory(tmp_path):
+    model_dir = _big_vocab_model(tmp_path / "model")
     full = _train_pass(model_dir, chunked=False, grads_file=tmp_path / "full.pt")
     chunked = _train_pass(model_dir, chunked=True, grads_file=tmp_path / "chunked.pt")
     assert full["chunked"] is False and chunked["chunked"] is True  # the two paths really ran
@@ -108,3 +114,20 @@ def test_the_trainers_chunked_loss_equals_the_full_logits_loss_with_lower_peak_m
         assert torch.allclose(grads_chunked[name], grad, atol=1e-5, rtol=1e-4), name
     # 2 micro-batches of 4×512 tokens × 32,000 logits: 262 MB of logits and 262 MB of their gradient
     assert chunked["peak_mib"] < 0.6 * full["peak_mib"], (chunked["peak_mib"], full["peak_mib"])
+
+
+def test_fsdp2_chunks_the_output_layer_like_hf_train(tmp_path):
+    """fsdp2_train (one rank, gloo) runs the output layer chunk by chunk inside the model's forward:
+    the same loss and gradients as hf_train, and a peak within 10% of hf_train's over 2 micro-batches
+    of 2,048 tokens (full logits would add 262 MB of logits and as much of their gradient)."""
+    model_dir = _big_vocab_model(tmp_path / "model")
+    hf = _train_pass(model_dir, chunked=True, grads_file=tmp_path / "hf.pt")
+    fsdp = _train_pass(model_dir, chunked=True, grads_file=tmp_path / "fsdp.pt", strategy="fsdp2_train")
+    assert hf["chunked"] is True and fsdp["chunked"] is True
+    for key in hf["losses"]:
+        assert fsdp["losses"][key] == pytest.approx(hf["losses"][key], abs=1e-5), key
+    grads_hf, grads_fsdp = torch.load(hf["grads"]), torch.load(fsdp["grads"])
+    assert grads_fsdp.keys() == grads_hf.keys()
+    for name, grad in grads_hf.items():
+        assert torch.allclose(grads_fsdp[name], grad, atol=1e-5, rtol=1e-4), name
+    assert abs(fsdp["peak_mib"] - hf["peak_mib"]) <= 0.1 * hf["peak_mib"], (fsdp["peak_mib"], hf["peak_mib"])
