@@ -2,14 +2,17 @@
 
 Per worker of each role, in bytes (`dtype` bytes per value, fp32 on CPU):
 - weights: the model's parameters (counted on the meta device: nothing is loaded);
-- trainers (actor_train, critic): gradients (one value per trained parameter) and AdamW's two moments;
-  sharded strategies (fsdp2_train, deepspeed) split weights, gradients and moments over their ranks;
+- trainers (actor_train, critic): fp32 master weights, gradients (one value per trained parameter) and
+  AdamW's two moments whatever `dtype` (bf16/fp16 is the compute dtype), plus, under bf16/fp16, the
+  weights' copies in that dtype (hf_train's autocast keeps one of every weight during a forward;
+  sharded strategies gather one layer at a time, and the embedding and output layer for the whole
+  forward); sharded strategies (fsdp2_train, deepspeed) split the rest over their ranks;
 - activations of one micro-batch, for backward: about (12·hidden + 4·intermediate) values per token
   per layer (attention inputs and outputs, norms, residuals, the MLP's gate/up/activation), or one
   hidden vector per token per layer plus one layer's worth with gradient checkpointing;
-- logits of one micro-batch: where hf_train runs the output layer chunk by chunk inside the log-prob
-  function (roll/algorithms/head_logprobs.py: Llama-family models), two float32 chunks of ~16M
-  logits; otherwise tokens × vocab, kept twice in training (the values and their gradient);
+- logits of one micro-batch: where hf_train and fsdp2_train run the output layer chunk by chunk
+  (roll/algorithms/head_logprobs.py: Llama-family models), two float32 chunks of ~16M logits;
+  otherwise tokens × vocab, kept twice in training (the values and their gradient);
 - actor_infer (hf_infer): the decode engine's fixed KV budget, max_num_seqs slots × max_model_len
   tokens (roll/strategies/engine_budget.py: by default one slot per env that talks to the worker at
   once, at most 64, of sequence_length tokens), allocated once and resident once every slot has been
@@ -43,6 +46,8 @@ GIB = 1024**3
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 ENGINE_MAX_BATCH = 64  # InferWorker's decode engine: sequences generating at once, at most
 SHARDED_STRATEGIES = ("fsdp2_train", "deepspeed_train")
+CHUNKED_HEAD_STRATEGIES = ("hf_train", "fsdp2_train")
+MASTER_BYTES = 4  # trainers keep fp32 master weights, gradients and AdamW moments whatever the compute dtype
 
 
 @dataclass
@@ -105,13 +110,13 @@ def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: b
 def logits_bytes(strategy: str, facts: ModelFacts, tokens: int, copies: int) -> int:
     """Vocabulary-sized memory of one micro-batch: two chunks where the output layer is chunked, else
     `copies` × tokens × vocab float32 values."""
-    if strategy == "hf_train" and facts.model_type in PLAIN_HEAD_MODEL_TYPES:
+    if strategy in CHUNKED_HEAD_STRATEGIES and facts.model_type in PLAIN_HEAD_MODEL_TYPES:
         return 2 * min(CHUNK_ELEMENTS, tokens * facts.vocab) * 4
     return copies * tokens * facts.vocab * 4
 
 
 def trainer_estimate(role: str, worker: "WorkerConfig", facts: ModelFacts, sequence_length: int) -> RoleEstimate:
-    value = DTYPE_BYTES.get(worker.model_args.dtype, 4)
+    value = DTYPE_BYTES.get(worker.model_args.dtype, 4)  # the compute dtype: activations, weight copies
     shards = worker.num_workers if worker.strategy_args.strategy_name in SHARDED_STRATEGIES else 1
     trained = 0 if worker.model_args.lora_rank else facts.params  # LoRA adapters are a rounding error
     tokens = micro_batch_tokens(worker, sequence_length, training=True)
@@ -122,10 +127,17 @@ def trainer_estimate(role: str, worker: "WorkerConfig", facts: ModelFacts, seque
         activations = tokens * (facts.layers * facts.hidden + 12 * facts.hidden + 4 * facts.intermediate) * value
     batch_key = (f"{role}.max_tokens_per_microbatch_in_train" if worker.use_dynamic_batching_in_train
                  else f"{role}.training_args.per_device_train_batch_size")
+    if value == MASTER_BYTES:
+        compute_copies = 0.0
+    elif shards > 1 or worker.strategy_args.strategy_name in SHARDED_STRATEGIES:
+        compute_copies = (facts.params / facts.layers + 2 * facts.vocab * facts.hidden) * value
+    else:
+        compute_copies = facts.params * value
     return RoleEstimate(role, worker.num_workers, {
-        "weights": facts.params * value / shards,
-        "grads": trained * value / shards,
-        "adamw": 2 * trained * value / shards,
+        "weights": facts.params * MASTER_BYTES / shards,
+        "grads": trained * MASTER_BYTES / shards,
+        "adamw": 2 * trained * MASTER_BYTES / shards,
+        "compute_weights": compute_copies,
         "activations": activations,
         # the critic's head is one value per token, not a vocabulary
         "logits": 2 * tokens * 4 if role == "critic" else logits_bytes(worker.strategy_args.strategy_name, facts, tokens, 2),

@@ -63,13 +63,13 @@ def sample_tokens(logits: torch.Tensor, params: list[SamplingParams], generators
     """Chooses one token per row and returns (tokens [B], raw log-probs [B]). Rows with equal sampling
     parameters are processed together (the common case is one group for the whole batch)."""
     logp = torch.log_softmax(logits, dim=-1)
-    tokens = torch.empty(logits.shape[0], dtype=torch.long)
+    tokens = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(params):
         key = ("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p)
         groups.setdefault(key, []).append(i)
     for key, rows in groups.items():
-        idx = torch.tensor(rows)
+        idx = torch.tensor(rows, device=logits.device)
         if key == ("greedy",):
             tokens[idx] = logits[idx].argmax(dim=-1)
             continue
@@ -83,8 +83,10 @@ def sample_tokens(logits: torch.Tensor, params: list[SamplingParams], generators
             drop = (probs.cumsum(-1) - probs) >= top_p
             probs = probs.masked_fill(drop, 0.0)
         for j, row in enumerate(rows):
-            choice = torch.multinomial(probs[j], 1, generator=generators[row])
-            tokens[row] = candidates[j, choice]
+            # a request's generator is a CPU one (seeded per request, the same draw on any device), so
+            # its draw is made on the CPU
+            choice = torch.multinomial(probs[j].cpu(), 1, generator=generators[row])
+            tokens[row] = candidates[j, choice.to(candidates.device)]
     return tokens, logp.gather(1, tokens[:, None])[:, 0]
 
 

@@ -13,6 +13,7 @@ reading the table never imports a strategy's packages.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import inspect
 from dataclasses import dataclass
@@ -139,9 +140,8 @@ def runnable_names(kind: str | None = None) -> list[str]:
 
 
 def _build(facts: StrategyFacts, args: tuple, options: dict[str, Any]) -> Any:
-    from hydra.utils import get_class
-
-    cls = get_class(facts.class_path)
+    module_name, _, class_name = facts.class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name)
     parameters = inspect.signature(cls.__init__).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         # Each class takes the options it understands (strategy_config only where it has one).

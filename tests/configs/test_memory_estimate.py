@@ -75,6 +75,23 @@ def test_the_trainers_logits_are_one_chunk_where_the_output_layer_is_chunked():
     config.actor_train.strategy_args.strategy_name = "hf_train"
     chunked = trainer_estimate("actor_train", config.actor_train, facts, 1024).parts["logits"]
     assert chunked == 2 * (1 << 24) * 4  # two float32 chunks of 16M logits: 128 MiB
-    config.actor_train.strategy_args.strategy_name = "fsdp2_train"  # keeps full logits and their gradient
+    config.actor_train.strategy_args.strategy_name = "fsdp2_train"  # chunks inside the model's forward
+    assert trainer_estimate("actor_train", config.actor_train, facts, 1024).parts["logits"] == chunked
+    config.actor_train.strategy_args.strategy_name = "deepspeed_train"  # keeps full logits and their gradient
     full = trainer_estimate("actor_train", config.actor_train, facts, 1024).parts["logits"]
     assert full == 2 * 4 * 1024 * 49152 * 4
+
+
+def test_trainers_keep_fp32_master_weights_under_bf16():
+    facts = ModelFacts(params=494_032_768, layers=24, hidden=896, intermediate=4864, vocab=151936, kv_heads=2,
+                       head_dim=64, model_type="qwen2")  # Qwen2.5-0.5B
+    config = AgenticConfig(sequence_length=1024)
+    worker = config.actor_train
+    worker.strategy_args.strategy_name, worker.model_args.dtype = "hf_train", "fp32"
+    fp32 = trainer_estimate("actor_train", worker, facts, 1024).parts
+    worker.model_args.dtype = "bf16"
+    bf16 = trainer_estimate("actor_train", worker, facts, 1024).parts
+    for part in ("weights", "grads", "adamw"):
+        assert bf16[part] == fp32[part] == (2 if part == "adamw" else 1) * 4 * facts.params
+    assert fp32["compute_weights"] == 0 and bf16["compute_weights"] == 2 * facts.params  # autocast's bf16 copies
+    assert bf16["activations"] == fp32["activations"] / 2
