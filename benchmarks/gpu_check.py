@@ -47,7 +47,7 @@ from gpu_check_parts import (  # noqa: E402  (beside this file)
     make_batch,
 )
 from roll.configs.memory_estimate import model_facts  # noqa: E402
-from roll.models.tiny import build_tiny_model, build_tokenizer  # noqa: E402
+from roll.models.tiny import build_tokenizer  # noqa: E402
 
 # Qwen2.5-0.5B's config.json shapes (tied embeddings, 151,936-token vocabulary)
 QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
@@ -58,12 +58,16 @@ BF16_PEAK = {"H100": 989e12, "H200": 989e12}
 FORBIDDEN_MODULES = ("ray", "vllm")  # too large to carry to the GPU machine: nothing here may import them
 
 
+# the tiny test model's shapes, tied like Qwen2.5-0.5B's, so the CPU run takes the same code paths
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=4096, tie_word_embeddings=True)
+
+
 def build_model(folder: Path, device: str) -> Path:
-    """A random-weight model folder with a tokenizer: Qwen2.5-0.5B-shaped on CUDA, tiny on CPU."""
-    if device == "cpu":
-        return build_tiny_model(folder)
+    """A random-weight model folder with the tiny tokenizer: Qwen2.5-0.5B-shaped on CUDA, tiny on CPU."""
     tokenizer = build_tokenizer("qwen2")
-    config = Qwen2Config(**QWEN25_05B, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    shape = QWEN25_05B if device == "cuda" else {**TINY, "vocab_size": len(tokenizer)}
+    config = Qwen2Config(**shape, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(0)
     with torch.device(device):  # random init on the GPU: seconds instead of a minute on the CPU
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -71,8 +75,6 @@ def build_model(folder: Path, device: str) -> Path:
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    del model
-    torch.cuda.empty_cache()
     return folder
 
 

@@ -52,11 +52,11 @@ def fsdp2_options(strategy_config: dict[str, Any] | None) -> dict[str, bool]:
     config = dict(strategy_config or {})
     unknown = sorted(set(config) - set(CONFIG_KEYS))
     if unknown:
-        raise ValueError(f"fsdp2_train strategy_config: {unknown} are not fsdp2_train settings; it takes "
+        raise ValueError(f"strategy_config: {unknown} are not fsdp2_train settings; it takes "
                          f"{sorted(CONFIG_KEYS)} (see docs/training.md, 'fsdp2_train')")
     for key, value in config.items():
         if not isinstance(value, CONFIG_KEYS[key]):
-            raise ValueError(f"fsdp2_train strategy_config.{key} must be true or false, got {value!r}")
+            raise ValueError(f"strategy_config.{key} must be true or false (fsdp2_train), got {value!r}")
     return {"offload_policy": config.get("offload_policy", False),
             "reshard_after_forward": config.get("reshard_after_forward", True)}
 
