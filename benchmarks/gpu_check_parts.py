@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from roll.configs.memory_estimate import check_memory, infer_estimate, model_facts, trainer_estimate
 from roll.configs.worker_config import ModelArgs, StrategyArgs, TrainingArgs, WorkerConfig
@@ -205,9 +206,12 @@ def check_checkpoint(model_dir: Path, setup: Setup) -> list[Row]:
     config = worker_config(model_dir, "fsdp2_train", "bf16", setup)
     loss_cfg = LossConfig(mini_batch_size=len(batch), shuffle=False)
     deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)  # same kernels, same reduction order
+    # The question is whether the checkpoint holds the whole state, not whether the kernels are
+    # deterministic: ask for deterministic ones (attention through sdpa's math backend, whose
+    # backward has no atomics), so that any difference is the checkpoint's.
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder, sdpa_kernel(SDPBackend.MATH):
             worker = ActorWorker(config)
             worker.train_step(batch, loss_cfg)
             worker.save_checkpoint(folder)
@@ -228,7 +232,7 @@ def check_checkpoint(model_dir: Path, setup: Setup) -> list[Row]:
         free(setup.device)
     worst = max(float((straight[k].float() - resumed[k].float()).abs().max()) for k in straight)
     return [Row("fsdp2_train: save, load, next step", f"max abs(resumed - straight) = {worst:g} over {len(straight)} tensors",
-                f"0 (bit-identical); HF files {hf_files}", worst == 0.0 and bool(hf_files))]
+                f"0 (bit-identical; deterministic kernels); HF files {hf_files}", worst == 0.0 and bool(hf_files))]
 
 
 def run_config(model_dir: Path, setup: Setup, infer_dtype: str, engine_budget: dict) -> AgenticConfig:
@@ -270,7 +274,6 @@ def check_decode_engine(model_dir: Path, setup: Setup, vocab: int) -> list[Row]:
     g = torch.Generator().manual_seed(3)
     rows = []
     try:
-        rows.append(multi_turn_row(engine, setup, g, vocab, dtype))
         prompts = [torch.randint(5, vocab, (setup.request_prompt,), generator=g).tolist() for _ in range(setup.requests)]
         engine.generate([GenerationRequest(prompts[0][:8], sampling(setup))])  # warm-up
         sync(setup.device)
@@ -283,13 +286,15 @@ def check_decode_engine(model_dir: Path, setup: Setup, vocab: int) -> list[Row]:
         rows.append(Row("hf_infer: seeded sampling on the device", f"{len(sampled[0].output_ids)} tokens, "
                         f"same seed same tokens: {sampled[0].output_ids == sampled[1].output_ids}", "same tokens",
                         sampled[0].output_ids == sampled[1].output_ids))
+        # the engine's own peak, before the checks below make full-vocabulary logits of their own
+        config = run_config(model_dir, setup, dtype, engine.budget.__dict__)
+        rows.append(memory_row("hf_infer: engine peak vs estimate", setup, start,
+                               infer_estimate(config, model_facts(str(model_dir)))))
+        rows.append(multi_turn_row(engine, setup, g, vocab, dtype))
         hf_tokens, hf_s = hf_generate(engine, prompts, setup)
         rows.append(Row("hf_infer: decode engine vs HF generate", f"{engine_tokens / engine_s:,.0f} vs "
                         f"{hf_tokens / hf_s:,.0f} tokens/s ({engine_tokens / engine_s / (hf_tokens / hf_s):.2f}x)",
                         f"{setup.requests} requests x {setup.request_prompt} prompt + {setup.new_tokens} new, greedy"))
-        config = run_config(model_dir, setup, dtype, engine.budget.__dict__)
-        rows.append(memory_row("hf_infer: engine peak vs estimate", setup, start,
-                               infer_estimate(config, model_facts(str(model_dir)))))
     finally:
         engine.shutdown()
         del engine
