@@ -11,6 +11,7 @@ on CPU), without Ray, each check in one process:
   packed against dynamic log-probs; tokens/s and MFU against the card's bf16 peak (on CPU: the fp32
   matmul rate measured here); the training peak (torch.cuda.max_memory_allocated) against the estimate;
 - fsdp2_train checkpoint: save, load, and the next step bit-identical to a run that never stopped;
+- fsdp2_train with `offload_policy` (pinned CPU memory on CUDA): steps that lower the response NLL;
 - hf_infer's decode engine on the device: multi-turn sessions whose recorded log-probs a fresh forward
   pass reproduces, seeded sampling, generated tokens/s against transformers' generate on the same
   requests, the engine's peak against the estimate;
@@ -42,6 +43,7 @@ from gpu_check_parts import (  # noqa: E402  (beside this file)
     check_checkpoint,
     check_decode_engine,
     check_memory_branch,
+    check_offload,
     check_training,
     fp32_reference,
     make_batch,
@@ -151,6 +153,7 @@ def main() -> int:
         for strategy in ("hf_train", "fsdp2_train"):
             rows += guarded(f"{strategy}: training", check_training, model_dir, strategy, setup, reference)
         rows += guarded("fsdp2_train: checkpoint", check_checkpoint, model_dir, setup)
+        rows += guarded("fsdp2_train: offload", check_offload, model_dir, setup)
         rows += guarded("hf_infer: decode engine", check_decode_engine, model_dir, setup, vocab)
         rows += guarded("memory check", check_memory_branch, model_dir, setup)
     loaded = [m for m in FORBIDDEN_MODULES if m in sys.modules]

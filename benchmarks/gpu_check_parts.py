@@ -187,6 +187,32 @@ def check_training(model_dir: Path, strategy: str, setup: Setup, reference: torc
     return rows
 
 
+def check_offload(model_dir: Path, setup: Setup) -> list[Row]:
+    """fsdp2_train with `offload_policy: true`: sharded state in (pinned) CPU memory, each layer copied to
+    the device for its compute, AdamW on the CPU; two PPO steps raise the response log-probs."""
+    batch = make_batch(setup, vocab=model_facts(str(model_dir)).vocab, seed=2).index(torch.arange(4))
+    config = worker_config(model_dir, "fsdp2_train", "bf16", setup)
+    config.strategy_args.strategy_config = {"offload_policy": True}
+    worker = ActorWorker(config)
+    try:
+        where = {p.device.type for p in worker.strategy.model.parameters()}
+        before = response_logprobs(worker, batch)
+        sync(setup.device)
+        t0 = time.perf_counter()
+        for _ in range(2):
+            worker.train_step(batch, LossConfig(mini_batch_size=len(batch), shuffle=False))
+        sync(setup.device)
+        step_s = (time.perf_counter() - t0) / 2
+        after = response_logprobs(worker, batch)
+    finally:
+        worker.shutdown()
+        del worker
+        free(setup.device)
+    nll0, nll1 = float(-before.mean()), float(-after.mean())
+    return [Row("fsdp2_train offload_policy: 2 steps", f"NLL {nll0:.3f} -> {nll1:.3f}, {step_s:.2f} s/step, "
+                f"parameters on {sorted(where)}", "NLL falls, parameters on cpu", nll1 < nll0 and where == {"cpu"})]
+
+
 def memory_row(name: str, setup: Setup, start: int, estimate) -> Row:
     """Measured peak (torch.cuda.max_memory_allocated since `start`) against the estimate; within
     0.5–1.25× passes (an estimate may be generous, it must not be far short)."""

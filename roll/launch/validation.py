@@ -53,6 +53,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_step_credit(config)
     _check_ranges(config)
     _check_deepspeed(config)
+    _check_fsdp2(config)
     _fill_worker_defaults(config)
     _check_engine_budget(config)
     for name in ("train_env_manager", "val_env_manager"):
@@ -142,6 +143,18 @@ def _check_step_credit(config: "AgenticConfig") -> None:
                 f"custom_envs.{tag}.env_manager_cls is {spec.env_manager_cls}, which makes one sample per episode. "
                 f"Set it to roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager, or use adv_estimator: "
                 f"grpo or agentic_reinforce.")
+
+
+def _check_fsdp2(config: "AgenticConfig") -> None:
+    """fsdp2_train roles: their strategy_config keys and values, before any worker starts."""
+    from roll.strategies.fsdp2_train import fsdp2_options
+
+    for role, worker in _workers(config):
+        if worker.strategy_args.strategy_name == "fsdp2_train":
+            try:
+                fsdp2_options(worker.strategy_args.strategy_config)
+            except ValueError as error:
+                raise ConfigError(f"{role}.strategy_args.{error}") from None
 
 
 def _check_deepspeed(config: "AgenticConfig") -> None:

@@ -14,7 +14,7 @@ EXPECTED = [
     "hf_train: bf16 vs fp32 log-probs", "hf_train: train step, dynamic batching", "hf_train: train step, packing",
     "hf_train: packed vs dynamic log-probs", "hf_train: response NLL over 4 steps", "hf_train: training peak vs estimate",
     "fsdp2_train: bf16 vs fp32 log-probs", "fsdp2_train: train step, packing", "fsdp2_train: response NLL over 4 steps",
-    "fsdp2_train: save, load, next step", "hf_infer: 2-turn sessions, recorded vs fresh log-probs (fp32)",
+    "fsdp2_train: save, load, next step", "fsdp2_train offload_policy: 2 steps", "hf_infer: 2-turn sessions, recorded vs fresh log-probs (fp32)",
     "hf_infer: seeded sampling on the device", "hf_infer: decode engine vs HF generate", "hf_infer: engine peak vs estimate",
     "memory check (CPU branch)", "no Ray or vLLM imported",
 ]

@@ -154,3 +154,13 @@ def test_negative_pg_min_token_entropy_names_the_key():
 def test_negative_entropy_floor_min_token_entropy_names_the_key():
     message = load_error("entropy_floor_min_token_entropy=-0.5")
     assert "entropy_floor_min_token_entropy" in message and "nats" in message and "-0.5" in message
+
+
+def test_an_unknown_fsdp2_setting_is_refused_at_load_time():
+    message = load_error("actor_train.strategy_args.strategy_name=fsdp2_train",
+                         "++actor_train.strategy_args.strategy_config={offload: true}")
+    assert "actor_train.strategy_args.strategy_config: ['offload'] are not fsdp2_train settings" in message
+    assert "offload_policy" in message  # the key meant
+    message = load_error("actor_train.strategy_args.strategy_name=fsdp2_train",
+                         "++actor_train.strategy_args.strategy_config={offload_policy: 1}")
+    assert "actor_train.strategy_args.strategy_config.offload_policy must be true or false" in message
