@@ -48,7 +48,7 @@ from gpu_check_parts import (  # noqa: E402  (beside this file)
     fp32_reference,
     make_batch,
 )
-from roll.configs.memory_estimate import model_facts  # noqa: E402
+from roll.launch.memory_estimate import model_facts  # noqa: E402
 from roll.models.tiny import build_tokenizer  # noqa: E402
 
 # Qwen2.5-0.5B's config.json shapes (tied embeddings, 151,936-token vocabulary)

@@ -16,14 +16,14 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from roll.configs.memory_estimate import check_memory, infer_estimate, model_facts, trainer_estimate
+from roll.configs.agentic_config import AgenticConfig
 from roll.configs.worker_config import ModelArgs, StrategyArgs, TrainingArgs, WorkerConfig
 from roll.data.batch import Batch
-from roll.pipeline.agentic.agentic_config import AgenticConfig
+from roll.launch.memory_estimate import check_memory, infer_estimate, model_facts, trainer_estimate
 from roll.strategies.generation import GenerationRequest, SamplingParams
 from roll.strategies.hf_infer import HFInferStrategy
 from roll.workers.actor_worker import ActorWorker
-from roll.workers.base_worker import LossConfig
+from roll.workers.train_worker import LossConfig
 
 MIB = 2**20
 # bf16 against fp32 log-probs of the same weights, over response tokens, in nats
@@ -273,7 +273,7 @@ def run_config(model_dir: Path, setup: Setup, infer_dtype: str, engine_budget: d
 
 
 def check_memory_branch(model_dir: Path, setup: Setup) -> list[Row]:
-    """The launcher's memory check (roll/configs/memory_estimate.py check_memory) on this machine: on
+    """The launcher's memory check (roll/launch/memory_estimate.py check_memory) on this machine: on
     CUDA every worker against the device's memory, on CPU the roles' sum against RAM."""
     config = run_config(model_dir, setup, "bf16", {"max_num_seqs": 64, "max_model_len": 4096})
     cuda = setup.device == "cuda"

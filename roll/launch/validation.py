@@ -20,6 +20,7 @@ from roll.pipeline.agentic.batch_adjust import BATCH_ADJUST_MODES
 from roll.pipeline.agentic.env_manager.proxy_env_manager import ProxyEnvManager
 from roll.strategies.deepspeed_train import roll_deepspeed_config
 from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
+from roll.strategies.fsdp2_train import fsdp2_options
 from roll.strategies.registry import allowed_strategies, strategy_facts
 from roll.utils.tracking import TRACKERS, tracker_names
 
@@ -147,8 +148,6 @@ def _check_step_credit(config: "AgenticConfig") -> None:
 
 def _check_fsdp2(config: "AgenticConfig") -> None:
     """fsdp2_train roles: their strategy_config keys and values, before any worker starts."""
-    from roll.strategies.fsdp2_train import fsdp2_options
-
     for role, worker in _workers(config):
         if worker.strategy_args.strategy_name == "fsdp2_train":
             try:
