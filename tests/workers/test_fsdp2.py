@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from roll.distributed import Cluster
+from roll.launch.loader import load_agentic_config
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.train_worker import LossConfig
 from tests.workers.helpers import actor_config, make_batch, max_abs_diff
@@ -92,3 +94,23 @@ def test_fsdp2_checkpoint_resumes_on_fsdp2_and_on_hf_train(tiny_model_dir, ray_s
         single.shutdown()
     assert max_abs_diff(saved, sharded_next) > 1e-3
     assert max_abs_diff(single_next, sharded_next) < 1e-5
+
+
+def test_fsdp2_trains_the_cpu_examples_actor_with_the_chunked_output_layer(tiny_model_dir):
+    """The CPU example's actor_train settings (its micro-batching, dtype, optimizer) with fsdp2_train:
+    the output layer runs chunk by chunk, and one PPO step moves the weights with a finite loss."""
+    config = load_agentic_config("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake",
+                                 overrides=[f"pretrain={tiny_model_dir}", "actor_train.strategy_args.strategy_name=fsdp2_train"])
+    worker = ActorWorker(config.actor_train)
+    try:
+        batch = make_batch(vocab=len(worker.tokenizer))
+        mb = worker.plan_micro_batches(batch, train=True)[0][0]
+        with torch.no_grad():
+            assert worker.strategy.forward_token_logprobs(mb, True) is not None  # no [tokens, vocab] logits
+        before = worker.get_state_dict()
+        metrics = worker.train_step(batch, LossConfig(mini_batch_size=len(batch), shuffle=False))
+        after = worker.get_state_dict()
+    finally:
+        worker.shutdown()
+    assert torch.isfinite(torch.tensor(metrics["actor/pg_loss"])) and metrics["actor/grad_norm"] > 0
+    assert max_abs_diff(before, after) > 0
