@@ -172,8 +172,12 @@ class FSDP2TrainStrategy(HFTrainStrategy):
         return float(self.world_size)
 
     def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
-        """Gathered from every rank (collective), so a part costs the whole gather: `names` only filters."""
+        """Gathered from every rank (collective), so a part costs the whole gather: `names` only filters.
+        Copies, never views of the live weights: with one rank on the CPU the "gathered" tensor is the
+        local shard itself, which the next optimizer step would change under the caller."""
         state = get_model_state_dict(self.model, options=FULL)
+        if self.world_size == 1 and self.device.type == "cpu":
+            state = {k: v.clone() for k, v in state.items()}
         return state if names is None else {k: state[k] for k in names}
 
     def inference_weight_bytes(self) -> None:
