@@ -119,7 +119,10 @@ def test_the_trainers_chunked_loss_equals_the_full_logits_loss_with_lower_peak_m
 def test_fsdp2_chunks_the_output_layer_like_hf_train(tmp_path):
     """fsdp2_train (one rank, gloo) runs the output layer chunk by chunk inside the model's forward:
     the same loss and gradients as hf_train, and a peak within 10% of hf_train's over 2 micro-batches
-    of 2,048 tokens (full logits would add 262 MB of logits and as much of their gradient)."""
+    of 2,048 tokens (full logits would add 262 MB of logits and as much of their gradient), beside
+    what FSDP2 holds whatever the micro-batch: the gathered copy of the tied embedding / output layer
+    and its unsharded gradient (2 × 32,000 × 64 float32 values, 16 MiB; the measured difference was
+    12 MiB on a 48 MiB pass)."""
     model_dir = _big_vocab_model(tmp_path / "model")
     hf = _train_pass(model_dir, chunked=True, grads_file=tmp_path / "hf.pt")
     fsdp = _train_pass(model_dir, chunked=True, grads_file=tmp_path / "fsdp.pt", strategy="fsdp2_train")
@@ -130,4 +133,5 @@ def test_fsdp2_chunks_the_output_layer_like_hf_train(tmp_path):
     assert grads_fsdp.keys() == grads_hf.keys()
     for name, grad in grads_hf.items():
         assert torch.allclose(grads_fsdp[name], grad, atol=1e-5, rtol=1e-4), name
-    assert abs(fsdp["peak_mib"] - hf["peak_mib"]) <= 0.1 * hf["peak_mib"], (fsdp["peak_mib"], hf["peak_mib"])
+    root_copies_mib = 2 * 32000 * 64 * 4 / 2**20
+    assert abs(fsdp["peak_mib"] - hf["peak_mib"]) <= 0.1 * hf["peak_mib"] + root_copies_mib, (fsdp["peak_mib"], hf["peak_mib"])
