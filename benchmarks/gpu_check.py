@@ -58,7 +58,9 @@ QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, nu
                   rms_norm_eps=1e-6, tie_word_embeddings=True)
 # dense bf16 matrix rate of the card by its datasheet (SXM parts; the H200 has the H100's arithmetic)
 BF16_PEAK = {"H100": 989e12, "H200": 989e12}
-FORBIDDEN_MODULES = ("ray", "vllm")  # too large to carry to the GPU machine: nothing here may import them
+# Not on the lent GPU machine (Ray and vLLM are too large to carry, Hydra and OmegaConf are not
+# installed there): nothing the check runs may import them.
+FORBIDDEN_MODULES = ("ray", "vllm", "hydra", "omegaconf")
 MARK = {True: "PASS", False: "FAIL", None: ""}
 # On CUDA the whole check must end within 8 minutes; past that (a hung NCCL call, say) every thread's
 # traceback is printed and the process exits, well inside a lease's command limit.
@@ -171,7 +173,7 @@ def main() -> int:
         rows += guarded("hf_infer: decode engine", check_decode_engine, model_dir, setup, vocab)
         rows += guarded("memory check", check_memory_branch, model_dir, setup)
     loaded = [m for m in FORBIDDEN_MODULES if m in sys.modules]
-    rows.append(Row("no Ray or vLLM imported", f"imported: {loaded or 'none'}", "none", not loaded))
+    rows.append(Row("no Ray, vLLM, Hydra or OmegaConf imported", f"imported: {loaded or 'none'}", "none", not loaded))
     seconds = time.perf_counter() - start
     text = table(rows, seconds)
     print(text)

@@ -61,7 +61,7 @@ def mean_of(row: dict, suffix: str) -> float:
 
 
 def main(overrides: list[str]) -> int:
-    from roll.launch import main as launch
+    from roll.launch.cli import main as launch
 
     config_name = CONFIG[1]
     if overrides[:1] == ["--config-name"]:

@@ -69,7 +69,7 @@ def blind_of(row: dict | None, baseline: str) -> float:
 
 
 def run(variant: str, overrides: list[str]) -> tuple[dict[int, dict], float]:
-    from roll.launch import main as launch
+    from roll.launch.cli import main as launch
 
     exp = f"learning_{variant}_{int(time.time())}"
     start = time.time()

@@ -50,7 +50,7 @@ def logging_dir(overrides: list[str], exp: str) -> Path:
 
 def main(overrides: list[str]) -> int:
     from benchmarks.train_throughput import matmul_flops
-    from roll.launch import main as launch
+    from roll.launch.cli import main as launch
 
     gflops = matmul_flops() / 1e9  # the machine's speed beside the wall time (shared cores vary)
     exp = f"learning_tool_use_{int(time.time())}"

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from roll.launch import init_ray  # noqa: E402
+from roll.launch.cli import init_ray  # noqa: E402
 from roll.utils.memory import resident_bytes  # noqa: E402
 
 MB = 2**20

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from roll.launch import main  # noqa: E402
+from roll.launch.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], default_pipeline="roll.pipeline.agentic.agentic_rollout_pipeline.AgenticRolloutPipeline",

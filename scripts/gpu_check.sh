@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One command for a lent GPU machine (python3 with torch, transformers, peft, accelerate; no network):
-# installs the carried wheels from .gpu-wheels/ (made here by scripts/download_gpu_wheels.sh) into a
-# temporary folder, then runs benchmarks/gpu_check.py, which prints one table.
+# One command for a lent GPU machine (python3 with torch, transformers, peft, accelerate; no network, no
+# Hydra, Ray or vLLM): runs benchmarks/gpu_check.py, which prints one table. It needs nothing beyond what
+# that machine has, so no wheels are carried (the check refuses to import Hydra, OmegaConf, Ray or vLLM).
 #
 #   scripts/gpu_check.sh [--out DIR]      # CUDA: Qwen2.5-0.5B-shaped random model, bf16
 #   scripts/gpu_check.sh --device cpu     # no GPU (here, CI): the tiny random model; hides any GPU
@@ -13,11 +13,6 @@ PYTHON=${PYTHON:-python3}
 for arg in "$@"; do
     case "$arg" in cpu | --device=cpu) export CUDA_VISIBLE_DEVICES="" ;; esac
 done
-if compgen -G ".gpu-wheels/*.whl" >/dev/null; then
-    site=$(mktemp -d)
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .gpu-wheels/*.whl
-    export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$site"
-fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUBLAS_WORKSPACE_CONFIG=:4096:8  # lets the checkpoint check ask cuBLAS for deterministic kernels
 exec "$PYTHON" benchmarks/gpu_check.py "$@"

@@ -16,7 +16,7 @@ EXPECTED = [
     "fsdp2_train: bf16 vs fp32 log-probs", "fsdp2_train: train step, packing", "fsdp2_train: response NLL over 4 steps",
     "fsdp2_train: save, load, next step", "fsdp2_train offload_policy: 2 steps", "hf_infer: 2-turn sessions, recorded vs fresh log-probs (fp32)",
     "hf_infer: seeded sampling on the device", "hf_infer: decode engine vs HF generate", "hf_infer: engine peak vs estimate",
-    "memory check (CPU branch)", "no Ray or vLLM imported",
+    "memory check (CPU branch)", "no Ray, vLLM, Hydra or OmegaConf imported",
 ]
 
 

@@ -12,7 +12,7 @@ import ray
 import torch
 
 from roll.launch.runtime_checks import cpu_has_native_bf16
-from roll.launch import main
+from roll.launch.cli import main
 
 CPU = ["--config-path", "examples/smollm2-135M-agentic_cpu", "--config-name", "agent_val_frozen_lake"]
 TRAIN = "roll.pipeline.agentic.agentic_pipeline.AgenticPipeline"

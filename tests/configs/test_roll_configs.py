@@ -11,7 +11,7 @@ import pytest
 import ray
 import torch
 
-from roll.launch import main
+from roll.launch.cli import main
 from tests.conftest import REPO_ROOT, roll_examples
 
 ROLL_DIR = roll_examples("qwen2.5-0.5B-agentic")

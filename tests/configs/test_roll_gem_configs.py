@@ -14,7 +14,7 @@ import ray
 import yaml
 from omegaconf import OmegaConf
 
-from roll.launch import main
+from roll.launch.cli import main
 from tests.conftest import roll_examples
 
 ROLL_CONFIGS = roll_examples()
