@@ -11,7 +11,7 @@ import copy
 import logging
 from typing import TYPE_CHECKING
 
-from roll.agentic.env import get_env_cls, list_env_types
+from roll.agentic.env import get_env_cls
 from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
 from roll.algorithms import ADV_ESTIMATORS, CORRECTION_LEVELS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES, PG_VARIANTS
 from roll.configs.errors import ConfigError, did_you_mean
@@ -277,14 +277,6 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         if spec.env_type is None:  # an agent that plays its own game: no roll env to check
             _check_agent_runner(where, spec, _check_env_manager_cls(where, spec.env_manager_cls))
             continue
-        known = list_env_types()
-        if spec.env_type not in known and "." not in spec.env_type:
-            raise ConfigError(
-                f"{where}.env_type: {spec.env_type!r} is not an env roll bundles or has registered. Bundled: "
-                f"{', '.join(sorted(known))}.{did_you_mean(spec.env_type, known)} To use your own env, register it "
-                f"with roll.agentic.env.register_env({spec.env_type!r}, YourEnv), or give the class path of a BaseEnv "
-                f"subclass (my_pkg.envs.MyEnv) as env_type (docs/environments.md)."
-            )
         try:
             env_cls = get_env_cls(spec.env_type)
         except (ValueError, TypeError) as error:

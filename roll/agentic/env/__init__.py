@@ -1,7 +1,8 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
 Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` and ``textworld``
-(these two need their optional packages).
+(these two need their optional packages), ``roll_math``, ``roll_qa`` and ``roll_code`` (local data files),
+and every env id GEM registers (``game:*``, ``rg:*``, ``math:*``...).
 """
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig, StepOutcome
@@ -12,11 +13,13 @@ from roll.agentic.env.registry import (
     make_env,
     make_env_config,
     register_env,
+    register_env_resolver,
 )
 from roll.agentic.env.countdown.env import CountdownEnv
 from roll.agentic.env.frozen_lake.env import FrozenLakeEnv
 from roll.agentic.env.gem.env import GemEnv
-from roll.agentic.env.gem.roll_ids import roll_gem_env_classes
+from roll.agentic.env.dataset_task.env import CodeTaskEnv, MathTaskEnv, QaTaskEnv
+from roll.agentic.env.gem.gem_types import resolve_gem_env_type
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
 from roll.agentic.env.textworld.env import TextWorldEnv
@@ -29,8 +32,10 @@ register_env("guess_number", GuessNumberEnv)
 register_env("tool_use", ToolUseEnv)
 register_env("gem", GemEnv)  # imports GEM only when an env is built
 register_env("textworld", TextWorldEnv)  # likewise textworld
-for _gem_env_type, _gem_env_cls in roll_gem_env_classes().items():  # ROLL's `game:GuessTheNumber-v0` ...
-    register_env(_gem_env_type, _gem_env_cls)
+register_env("roll_math", MathTaskEnv)  # ROLL's GEM-registered dataset envs, on local data files
+register_env("roll_qa", QaTaskEnv)
+register_env("roll_code", CodeTaskEnv)
+register_env_resolver(resolve_gem_env_type)  # every GEM id: game:*, rg:*, math:*, ...
 
 __all__ = [
     "BaseEnv",
@@ -49,4 +54,5 @@ __all__ = [
     "make_env",
     "make_env_config",
     "register_env",
+    "register_env_resolver",
 ]

@@ -1,7 +1,8 @@
 """``env_type`` -> (env class, config dataclass), and config building with clear errors.
 
-An ``env_type`` is a name registered with ``register_env`` or the class path of a BaseEnv subclass
-(``my_pkg.envs.MyEnv``) in a module on PYTHONPATH. A class path needs no registration, so it works
+An ``env_type`` is a name registered with ``register_env``, a name an env resolver knows (a family of
+names too large or too dynamic to list, such as GEM's registry: ``register_env_resolver``), or the
+class path of a BaseEnv subclass (``my_pkg.envs.MyEnv``) in a module on PYTHONPATH. A class path needs no registration, so it works
 the same in the driver and in every Ray env worker (each worker imports the module itself).
 """
 
@@ -16,6 +17,9 @@ from hydra.utils import get_class
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig
 
 _REGISTRY: dict[str, type[BaseEnv]] = {}
+# name -> env class, or None where the name is not the resolver's; ValueError for one of its names it refuses
+EnvResolver = Callable[[str], Optional[type[BaseEnv]]]
+_RESOLVERS: list[EnvResolver] = []
 EnvT = TypeVar("EnvT", bound=type[BaseEnv])
 
 
@@ -41,6 +45,13 @@ def register_env(
     return env_cls
 
 
+def register_env_resolver(resolver: EnvResolver) -> EnvResolver:
+    """Add a resolver, asked (in order of registration) about names that are not registered."""
+    if resolver not in _RESOLVERS:
+        _RESOLVERS.append(resolver)
+    return resolver
+
+
 def list_env_types() -> list[str]:
     return sorted(_REGISTRY)
 
@@ -57,6 +68,11 @@ def get_env_cls(env_type: str) -> type[BaseEnv]:
     """The env class of a registered name, or of a class path (imported here)."""
     if isinstance(env_type, str) and env_type in _REGISTRY:
         return _REGISTRY[env_type]
+    for resolver in _RESOLVERS if isinstance(env_type, str) else ():
+        env_cls = resolver(env_type)
+        if env_cls is not None:
+            _check_env_class(env_cls, f"env_type {env_type!r}")
+            return env_cls
     if isinstance(env_type, str) and "." in env_type:
         try:
             env_cls = get_class(env_type)
@@ -69,8 +85,10 @@ def get_env_cls(env_type: str) -> type[BaseEnv]:
     close = difflib.get_close_matches(str(env_type), list(_REGISTRY), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(
-        f"unknown env_type {env_type!r}{hint} Registered env types: {', '.join(list_env_types())}; "
-        "or give the class path of a BaseEnv subclass (my_pkg.envs.MyEnv)"
+        f"unknown env_type {env_type!r}{hint} Registered env types: {', '.join(list_env_types())}; any GEM env "
+        f"id (game:*, rg:*, math:*, qa:*, code:*...); or register your own with "
+        f"roll.agentic.env.register_env({env_type!r}, YourEnv), or give the class path of a BaseEnv subclass "
+        "(my_pkg.envs.MyEnv) as env_type (docs/environments.md)"
     )
 
 

@@ -125,8 +125,10 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... [output cut at {limit} characters]"
 
 
-def run_python(code: str, limits: SandboxLimits = SandboxLimits(), files: dict[str, str] | None = None) -> SandboxResult:
-    """Run ``code`` in a fresh sandbox whose work dir (its cwd) holds ``files`` (name -> text)."""
+def run_python(code: str, limits: SandboxLimits = SandboxLimits(), files: dict[str, str] | None = None,
+               stdin_text: str = "") -> SandboxResult:
+    """Run ``code`` in a fresh sandbox whose work dir (its cwd) holds ``files`` (name -> text), reading
+    ``stdin_text`` on its standard input (a code task's test input)."""
     prefix = list(sandbox_prefix())
     with tempfile.TemporaryDirectory(prefix="roll-sandbox-") as host_dir:
         os.chmod(host_dir, 0o711)  # the unprivileged sandbox user may pass through to its work dir, not list it
@@ -141,9 +143,11 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits(), files: dict[s
             sys.executable, "-I", str(_LAUNCHER), str(staging), sandbox_python(), shutil.which("setpriv"), str(limits.memory_mb), str(limits.workdir_mb),
             str(max(1, int(limits.timeout_s) + 1)), str(limits.max_processes), str(OUTPUT_FILE_LIMIT_BYTES),
         ]
+        stdin_path = Path(host_dir) / "stdin"
+        stdin_path.write_text(stdin_text, encoding="utf-8", errors="replace")
         start = time.monotonic()
-        with open(output_path, "wb") as output:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+        with open(output_path, "wb") as output, open(stdin_path, "rb") as stdin:
+            process = subprocess.Popen(command, stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
                                        start_new_session=True, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
             timed_out = False
             try:
