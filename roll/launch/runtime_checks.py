@@ -187,6 +187,7 @@ def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
         except Exception as exc:
             raise ConfigError(f"{where}: the env's reset(seed={seed}) fails: {type(exc).__name__}: {exc}") from None
         instruction = manager.spec.env_instruction or info.get("env_instruction", "")
+        manager.env = env  # a manager may build the prompt from its env (AgentNativeStepEnvManager)
         try:
             return len(chat.start(manager.first_messages(instruction, observation)))
         except ValueError as exc:  # a template field the manager does not fill

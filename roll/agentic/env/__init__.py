@@ -1,7 +1,7 @@
 """Text environments for agentic RL: the contract, the registry and the bundled envs.
 
 Bundled ``env_type`` names: ``frozen_lake``, ``sokoban``, ``countdown``, ``guess_number``, ``tool_use``, ``gem`` and ``textworld``
-(these two need their optional packages), ``roll_math``, ``roll_qa`` and ``roll_code`` (local data files),
+(these two need their optional packages), ``sokoban_native_env``, ``sokoban_sandbox``, ``roll_math``, ``roll_qa`` and ``roll_code`` (local data files),
 and every env id GEM registers (``game:*``, ``rg:*``, ``math:*``...).
 """
 
@@ -22,11 +22,15 @@ from roll.agentic.env.dataset_task.env import CodeTaskEnv, MathTaskEnv, QaTaskEn
 from roll.agentic.env.gem.gem_types import resolve_gem_env_type
 from roll.agentic.env.guess_number.env import GuessNumberEnv
 from roll.agentic.env.sokoban.env import SokobanEnv
+from roll.agentic.env.sokoban.native_env import SokobanNativeEnv
+from roll.agentic.env.sokoban.sandbox_env import SokobanSandboxEnv
 from roll.agentic.env.textworld.env import TextWorldEnv
 from roll.agentic.env.tool_use.env import ToolUseEnv
 
 register_env("frozen_lake", FrozenLakeEnv)
 register_env("sokoban", SokobanEnv)
+register_env("sokoban_native_env", SokobanNativeEnv)  # ROLL's agent-native form: the env keeps the chat
+register_env("sokoban_sandbox", SokobanSandboxEnv)  # ROLL's sandboxed form: the game in a sandboxed process
 register_env("countdown", CountdownEnv)
 register_env("guess_number", GuessNumberEnv)
 register_env("tool_use", ToolUseEnv)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -125,24 +126,33 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... [output cut at {limit} characters]"
 
 
+def _stage(host_dir: str, code: str, files: dict[str, str] | None) -> Path:
+    os.chmod(host_dir, 0o711)  # the unprivileged sandbox user may pass through to its work dir, not list it
+    staging = Path(host_dir) / "staging"
+    staging.mkdir()
+    for name, text in {**(files or {}), "main.py": code}.items():
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"sandbox file names must be plain names, got {name!r}")
+        (staging / name).write_text(text, encoding="utf-8", errors="replace")
+    return staging
+
+
+def _command(staging: Path, python: str, limits: SandboxLimits, user: str) -> list[str]:
+    return list(sandbox_prefix()) + [
+        sys.executable, "-I", str(_LAUNCHER), str(staging), python, shutil.which("setpriv"), str(limits.memory_mb),
+        str(limits.workdir_mb), str(max(1, int(limits.timeout_s) + 1)), str(limits.max_processes),
+        str(OUTPUT_FILE_LIMIT_BYTES), user,
+    ]
+
+
 def run_python(code: str, limits: SandboxLimits = SandboxLimits(), files: dict[str, str] | None = None,
                stdin_text: str = "") -> SandboxResult:
     """Run ``code`` in a fresh sandbox whose work dir (its cwd) holds ``files`` (name -> text), reading
     ``stdin_text`` on its standard input (a code task's test input)."""
-    prefix = list(sandbox_prefix())
     with tempfile.TemporaryDirectory(prefix="roll-sandbox-") as host_dir:
-        os.chmod(host_dir, 0o711)  # the unprivileged sandbox user may pass through to its work dir, not list it
-        staging = Path(host_dir) / "staging"
-        staging.mkdir()
-        for name, text in {**(files or {}), "main.py": code}.items():
-            if "/" in name or name.startswith("."):
-                raise ValueError(f"sandbox file names must be plain names, got {name!r}")
-            (staging / name).write_text(text, encoding="utf-8", errors="replace")
+        staging = _stage(host_dir, code, files)
         output_path = Path(host_dir) / "output"
-        command = prefix + [
-            sys.executable, "-I", str(_LAUNCHER), str(staging), sandbox_python(), shutil.which("setpriv"), str(limits.memory_mb), str(limits.workdir_mb),
-            str(max(1, int(limits.timeout_s) + 1)), str(limits.max_processes), str(OUTPUT_FILE_LIMIT_BYTES),
-        ]
+        command = _command(staging, sandbox_python(), limits, "nobody")
         stdin_path = Path(host_dir) / "stdin"
         stdin_path.write_text(stdin_text, encoding="utf-8", errors="replace")
         start = time.monotonic()
@@ -164,3 +174,35 @@ def run_python(code: str, limits: SandboxLimits = SandboxLimits(), files: dict[s
     if timed_out:
         text += f"\nTimeoutError: the code ran longer than {limits.timeout_s:g}s and was stopped"
     return SandboxResult(output=text, exit_code=exit_code, timed_out=timed_out, elapsed_s=elapsed)
+
+
+class SandboxedServer:
+    """roll's own Python code (an env server) running in the sandbox's namespaces and limits: no network,
+    a read-only file system, rlimits (``limits.timeout_s`` is its CPU-seconds budget). It runs roll's
+    interpreter under roll's uid (it imports roll), without any capability. Its stdin and stdout are
+    one end of a Unix socket pair; ``connection`` is the other end. Its stderr is kept (``log_tail``)."""
+
+    def __init__(self, code: str, limits: SandboxLimits) -> None:
+        self._host_dir = tempfile.TemporaryDirectory(prefix="roll-server-")
+        staging = _stage(self._host_dir.name, code, None)
+        self.log_path = Path(self._host_dir.name) / "server.log"
+        self.connection, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(
+                    _command(staging, sys.executable, limits, "keep"), stdin=theirs, stdout=theirs, stderr=log,
+                    start_new_session=True, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        finally:
+            theirs.close()
+
+    def log_tail(self, chars: int = 2000) -> str:
+        text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+        return text[-chars:] or "(empty)"
+
+    def stop(self) -> None:
+        """Ends the process tree (unshare's --kill-child takes everything in its pid namespace)."""
+        self.connection.close()
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self._host_dir.cleanup()

@@ -1,7 +1,9 @@
 """Inside the sandbox's fresh namespaces (see sandbox.py): lock the file system, drop privileges, set
 the rlimits, then exec the model's code. Runs as a standalone script (``python -I``), stdlib only.
 
-argv: staging_dir python setpriv memory_mb workdir_mb cpu_seconds max_processes max_file_bytes
+argv: staging_dir python setpriv memory_mb workdir_mb cpu_seconds max_processes max_file_bytes user
+(user: ``nobody`` for a model's code; ``keep`` for roll's own code that must read roll's interpreter and
+package, e.g. an env server: it keeps the caller's uid, still without any capability)
 """
 
 import ctypes
@@ -57,11 +59,11 @@ def lock_file_system(workdir, workdir_mb):
             out.write(data)
 
 
-def privilege_drop_args(workdir):
+def privilege_drop_args(workdir, user):
     """setpriv options for the code: no capabilities ever (so it cannot undo the read-only mounts),
     and the user nobody where roll runs as real root (a user namespace maps only our own uid)."""
     args = ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
-    if os.getuid() == 0 and _maps_nobody():
+    if user == "nobody" and os.getuid() == 0 and _maps_nobody():
         for root, dirs, names in os.walk(workdir):
             for name in [root] + [os.path.join(root, n) for n in dirs + names]:
                 os.chown(name, NOBODY, NOBODY)
@@ -79,9 +81,9 @@ def _maps_nobody():
 
 
 def main():
-    workdir, python, setpriv, memory_mb, workdir_mb, cpu_s, max_processes, max_file_bytes = sys.argv[1:9]
+    workdir, python, setpriv, memory_mb, workdir_mb, cpu_s, max_processes, max_file_bytes, user = sys.argv[1:10]
     lock_file_system(workdir, int(workdir_mb))
-    drop_args = privilege_drop_args(workdir)
+    drop_args = privilege_drop_args(workdir, user)
     os.chdir(workdir)
     limits = {
         resource.RLIMIT_AS: int(memory_mb) * 2**20,
