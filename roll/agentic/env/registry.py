@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, TypeVar, Union
 from hydra.utils import get_class
 
 from roll.agentic.env.base import BaseEnv, BaseEnvConfig
+from roll.agentic.env.roll_env_types import ROLL_ENV_NEEDS
 
 _REGISTRY: dict[str, type[BaseEnv]] = {}
 # name -> env class, or None where the name is not the resolver's; ValueError for one of its names it refuses
@@ -82,6 +83,9 @@ def get_env_cls(env_type: str) -> type[BaseEnv]:
                              f"{' '.join(lines[1:] or lines)} Is its module on PYTHONPATH?") from None
         _check_env_class(env_cls, f"env_type {env_type!r}")
         return env_cls
+    if env_type in ROLL_ENV_NEEDS:
+        raise ValueError(f"env_type {env_type!r} is ROLL's, and roll does not run it: it needs {ROLL_ENV_NEEDS[env_type]} "
+                         "(docs/configuration.md lists ROLL's env types and what each needs)")
     close = difflib.get_close_matches(str(env_type), list(_REGISTRY), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(
