@@ -54,13 +54,14 @@ def normalize_rewards(
 
     `groups[i]` is trajectory i's group key (its `traj_group_id`, its tag, or one constant for
     `grouping: batch`). `method`: `identity` (unchanged), `mean` (x − group mean), `mean_std`
-    ((x − group mean) / (group std + eps), std unbiased), `asym_clip` (mean_std clamped to [−1, 3]);
+    ((x − group mean) / (group std + eps), std unbiased), `asym_clip` (the same as mean_std: in ROLL's
+    reward normalisation the method only picks the mean and std types, and asym_clip picks mean_std's);
     further methods are whatever `register_norm_method` added. `norm_mean_type` / `norm_std_type`
     (`batch`, `group`) choose the mean subtracted and the std divided by; when only one is set, the
     other is filled from a built-in `method` (ROLL's rule).
-    Degenerate rules (ROLL's): a trajectory alone in its group gets 0 whenever anything
-    is normalised; wherever scaling by a std is asked for and that std is ≈ 0 (≤ eps), the
-    normalised reward is 0 — identical rewards carry no signal.
+    Degenerate rules (ROLL's): wherever a std is divided by, a trajectory alone in its group, or one
+    whose std is ≈ 0 (≤ eps), gets 0 — identical rewards carry no signal. Without a std, every
+    trajectory gets x − mean (a lone one: 0 with the group mean, x − batch mean with the batch mean).
     """
     if scores.dim() != 1 or len(groups) != scores.shape[0]:
         raise ValueError(f"scores must be [B] with one group key each; got {tuple(scores.shape)} and {len(groups)} keys")
@@ -76,8 +77,6 @@ def normalize_rewards(
     else:
         default_mean, default_std = METHOD_TYPES.get(method, (None, None))
         out = _shift_and_scale(x, groups, norm_mean_type or default_mean, norm_std_type or default_std, eps)
-        if method == "asym_clip":
-            out = out.clamp(*ASYM_CLIP_RANGE)
     return out.to(scores.dtype)
 
 
@@ -91,7 +90,7 @@ def _shift_and_scale(x: Tensor, groups: Sequence[Hashable], mean_type: str | Non
     alone = torch.isnan(group_std)  # the only member of its group
     shifted = x - {"group": group_mean, "batch": batch_mean, None: torch.zeros_like(x)}[mean_type]
     if std_type is None:
-        return torch.where(alone, torch.zeros_like(x), shifted)
+        return shifted
     std = group_std if std_type == "group" else batch_std
     degenerate = alone | torch.isnan(std) | (std <= eps)
     return torch.where(degenerate, torch.zeros_like(x), shifted / (torch.nan_to_num(std) + eps))
@@ -101,7 +100,6 @@ def _shift_and_scale(x: Tensor, groups: Sequence[Hashable], mean_type: str | Non
 METHOD_TYPES: dict[str, tuple[str | None, str | None]] = {
     "identity": (None, None), "mean": ("group", None), "mean_std": ("group", "group"), "asym_clip": ("group", "group"),
 }
-ASYM_CLIP_RANGE = (-1.0, 3.0)  # ROLL's asym_clip: mean_std, then clamped (big wins kept, losses capped)
 
 
 @register_norm_method("identity")
@@ -121,7 +119,9 @@ def _group_mean_std(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor
 
 @register_norm_method("asym_clip")
 def _asym_clip(x: Tensor, groups: Sequence[Hashable], eps: float) -> Tensor:
-    return _shift_and_scale(x, groups, "group", "group", eps).clamp(*ASYM_CLIP_RANGE)
+    """ROLL's asym_clip: its name is kept, its [−1, 3] clamp is gone from ROLL's reward normalisation
+    (the method only selects mean_std's types), so it is mean_std."""
+    return _shift_and_scale(x, groups, "group", "group", eps)
 
 
 def clip_rewards(rewards: Tensor, clip: float | None) -> tuple[Tensor, float]:

@@ -28,12 +28,12 @@ def test_batch_grouping_is_one_group():
     assert out.tolist() == pytest.approx([(s - mean) / (std + EPS) for s in SCORES.tolist()], rel=1e-12)
 
 
-def test_types_choose_mean_and_std_and_a_group_of_one_gets_zero():
+def test_types_choose_mean_and_std_and_a_group_of_one_gets_zero_where_a_std_divides():
     vals = SCORES.tolist()
     batch_mean, batch_std = statistics.mean(vals), statistics.stdev(vals)
     out = normalize_rewards(SCORES, GROUPS, "identity", norm_mean_type="batch")
-    # ROLL normalises group by group: the lone member of group c gets 0 whatever the types
-    assert out.tolist() == pytest.approx([v - batch_mean for v in vals[:5]] + [0.0])
+    # ROLL: without a std every score only loses the mean, the lone member of group c too
+    assert out.tolist() == pytest.approx([v - batch_mean for v in vals])
     out = normalize_rewards(SCORES, GROUPS, "mean", norm_mean_type="group", norm_std_type="batch")
     group_means = [2, 2, 2, 5, 5, 7]
     expected = [(v - m) / (batch_std + EPS) for v, m in zip(vals, group_means)]
@@ -49,16 +49,18 @@ def test_a_type_left_unset_is_filled_from_the_method():
     assert out.tolist() == pytest.approx([-1 / (1 + EPS), 0.0, 1 / (1 + EPS), 0.0, 0.0, 0.0])
 
 
-def test_asym_clip_is_mean_std_clamped_to_minus_one_three():
+def test_asym_clip_is_mean_std_as_in_rolls_reward_normalisation():
     scores = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 10.0], dtype=torch.float64)
     mean_std = normalize_rewards(scores, ["g"] * 10, "mean_std")
-    clipped = normalize_rewards(scores, ["g"] * 10, "asym_clip")
     # by hand: mean 1, unbiased std sqrt(10): the winner is at +2.85, each loser at -0.316
     assert mean_std[-1].item() == pytest.approx(9 / (math.sqrt(10) + EPS))
-    assert clipped.tolist() == pytest.approx(mean_std.tolist())  # inside [-1, 3] nothing changes
     wide = torch.tensor([0.0] * 19 + [10.0], dtype=torch.float64)  # the winner at (10-0.5)/std = +4.36
     out = normalize_rewards(wide, ["g"] * 20, "asym_clip")
-    assert out[-1].item() == 3.0 and out[0].item() == pytest.approx(-0.5 / (statistics.stdev(wide.tolist()) + EPS))
+    # no [-1, 3] clamp (ROLL's older normalisation had one; its current one only picks the types)
+    assert out[-1].item() == pytest.approx(9.5 / (statistics.stdev(wide.tolist()) + EPS)) and out[-1].item() > 4
+    assert torch.equal(out, normalize_rewards(wide, ["g"] * 20, "mean_std"))
+    typed = normalize_rewards(wide, ["g"] * 20, "asym_clip", norm_mean_type="batch")
+    assert torch.equal(typed, out)  # one group: the batch is the group
 
 
 def test_random_groups_against_float64_loop():
