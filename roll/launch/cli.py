@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from roll.configs.errors import ConfigError
-from roll.launch.cpu_mode import adjust_for_cpu
+from roll.launch.cpu_mode import adjust_for_cpu, turn_off_multi_device_keys
 from roll.launch.loader import load_agentic_config
 from roll.launch.runtime_checks import check_runnable
 
@@ -75,11 +75,13 @@ def init_ray(system_envs: dict[str, str]) -> None:
 def load_checked(args: argparse.Namespace, rollout_only: bool):
     """The validated, machine-checked config; --cpu changes are applied and printed first."""
     changes: list[str] = []
-    adjust = None
+    adjust = adjust_data = None
     if args.cpu:
         keep_pretrain = any(o.lstrip("+~").startswith("pretrain=") for o in args.overrides)
         adjust = lambda config: changes.extend(adjust_for_cpu(config, keep_pretrain))  # noqa: E731
-    config = load_agentic_config(args.config_path, args.config_name, args.overrides, rollout_only=rollout_only, adjust=adjust)
+        adjust_data = lambda data: changes.extend(turn_off_multi_device_keys(data))  # noqa: E731
+    config = load_agentic_config(args.config_path, args.config_name, args.overrides, rollout_only=rollout_only,
+                                 adjust=adjust, adjust_data=adjust_data)
     for line in changes:
         print(f"--cpu: {line}")
     check_runnable(config)

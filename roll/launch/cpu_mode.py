@@ -21,6 +21,13 @@ from roll.strategies.registry import strategy_facts, strategy_problem
 if TYPE_CHECKING:
     from roll.configs.agentic_config import AgenticConfig, EnvManagerConfig
 
+ROLES = ("actor_train", "actor_infer", "critic", "reference")
+# ROLL keys roll refuses at other values because they spread one worker's work over several devices:
+# on one CPU --cpu turns each off (section, key) -> (the value that means "off", what it does). They are
+# set in the YAML's data, before it becomes a config, since that is where their other values are refused.
+CPU_OFF_KEYS: dict[tuple[str, str], tuple[Any, str]] = {
+    ("model_args", "ulysses_size"): (1, "Ulysses sequence parallelism splits each sequence over several devices"),
+}
 TRAIN_GROUPS = 2  # GRPO groups per training step
 MAX_GROUP_SIZE = 4
 MAX_SEQUENCE_LENGTH = 2048
@@ -43,6 +50,19 @@ class _Changes:
 
     def note(self, line: str) -> None:
         self.lines.append(line)
+
+
+def turn_off_multi_device_keys(data: dict[str, Any]) -> list[str]:
+    """Sets each CPU_OFF_KEYS key of each role in the YAML's data to its "off" value, in place; returns
+    one line per change (with why it cannot run here)."""
+    lines = []
+    for role in ROLES:
+        for (section, key), (off, why) in CPU_OFF_KEYS.items():
+            block = (data.get(role) or {}).get(section) if isinstance(data.get(role), dict) else None
+            if isinstance(block, dict) and key in block and block[key] not in (off, None):
+                lines.append(f"{role}.{section}.{key}: {block[key]!r} -> {off!r} ({why}; this run has one device)")
+                block[key] = off
+    return lines
 
 
 def adjust_for_cpu(config: "AgenticConfig", keep_pretrain: bool) -> list[str]:

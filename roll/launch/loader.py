@@ -85,27 +85,30 @@ _MISSING = object()
 
 
 def load_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), *, config_cls: type,
-                rollout_only: bool = False, adjust: Callable[[Any], None] | None = None):
+                rollout_only: bool = False, adjust: Callable[[Any], None] | None = None,
+                adjust_data: Callable[[dict], None] | None = None):
     """Compose, convert to `config_cls` and validate; raises ConfigError (naming the file and key) on any problem.
     `rollout_only`: the config is for the rollout pipeline, which needs no actor_train block.
-    `adjust(config)`: changes the typed config before validation (the launchers' --cpu)."""
+    `adjust(config)`: changes the typed config before validation (the launchers' --cpu);
+    `adjust_data(data)`: changes the YAML's resolved data before it becomes a config (--cpu's keys
+    whose other values are refused on the way)."""
     config_dir = resolve_config_dir(config_path)
     raw = compose_raw(config_dir, config_name, overrides)
     source = f"{config_dir / config_name.removesuffix('.yaml')}.yaml"
     try:
-        return config_from_dictconfig(raw, config_cls, rollout_only=rollout_only, adjust=adjust)
+        return config_from_dictconfig(raw, config_cls, rollout_only=rollout_only, adjust=adjust, adjust_data=adjust_data)
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
 
 
 def load_agentic_config(config_path: str | Path, config_name: str, overrides: Sequence[str] = (), **options: Any) -> AgenticConfig:
     """The validated AgenticConfig of `config_name`.yaml in `config_path`, with Hydra `overrides` applied;
-    `options`: load_config's `rollout_only` and `adjust` (the launchers' --cpu)."""
+    `options`: load_config's `rollout_only`, `adjust` and `adjust_data` (the launchers' --cpu)."""
     return load_config(config_path, config_name, overrides, config_cls=AgenticConfig, **options)
 
 
 def config_from_dictconfig(raw: Any, config_cls: type, *, rollout_only: bool = False,
-                           adjust: Callable[[Any], None] | None = None):
+                           adjust: Callable[[Any], None] | None = None, adjust_data: Callable[[dict], None] | None = None):
     """DictConfig → validated `config_cls`, with warnings for keys that have no effect in roll."""
     referenced = set(_INTERPOLATION_ROOT.findall(OmegaConf.to_yaml(raw)))
     try:
@@ -119,6 +122,8 @@ def config_from_dictconfig(raw: Any, config_cls: type, *, rollout_only: bool = F
         data.pop(key)
     _drop_unused_variables(data, config_cls)
     _fill_rollout_only(data, rollout_only)
+    if adjust_data is not None:
+        adjust_data(data)
     for role in ROLES:
         block = data.get(role)
         if isinstance(block, dict) and "device_mapping" in block:

@@ -136,7 +136,8 @@ MODEL: dict[str, RollKey] = {
     "model_config_kwargs": RollKey("the model's config.json is used as it is", _falsy,
                                    "overriding the model config is not implemented in roll; edit config.json in a copy of the model folder"),
     "ulysses_size": RollKey("no sequence parallelism", _is(1, None),
-                            "Ulysses sequence parallelism is not implemented in roll; use ulysses_size: 1"),
+                            "Ulysses sequence parallelism is not implemented in roll; use ulysses_size: 1 "
+                            "(--cpu sets it)"),
     "vision_dp": RollKey("roll trains text models", _falsy, "vision models are not supported by roll"),
 }
 

@@ -90,3 +90,17 @@ def test_the_docs_table_lists_every_roll_key_roll_does_not_implement():
             keys |= set(section)
     missing = sorted(k for k in keys if f"`{k}" not in doc)
     assert not missing, f"docs/configuration.md does not list {missing}"
+
+
+def test_cpu_turns_sequence_parallelism_off_instead_of_refusing_it(capsys):
+    ulysses = "++actor_train.model_args.ulysses_size=4"
+    rc, _ = dry_run("agentic_val_sokoban", ulysses)
+    err = capsys.readouterr().err
+    assert rc == 2 and "actor_train.model_args.ulysses_size: 4 is not supported" in err
+    rc, _ = dry_run("agentic_val_sokoban", "--cpu", "pretrain=tiny-random-qwen2", ulysses,
+                    "++reference.model_args.ulysses_size=1")
+    out = capsys.readouterr().out
+    assert rc == 0 and not ray.is_initialized()
+    changes = [line for line in out.splitlines() if "ulysses_size" in line and line.startswith("--cpu:")]
+    assert changes == ["--cpu: actor_train.model_args.ulysses_size: 4 -> 1 (Ulysses sequence parallelism splits "
+                       "each sequence over several devices; this run has one device)"]  # reference's 1 stays

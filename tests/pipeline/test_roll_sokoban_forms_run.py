@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 
 from roll.agentic.env.tool_use.sandbox import sandbox_unavailable_reason
-from tests.conftest import REPO_ROOT, SHARED_DIR
+from tests.conftest import REPO_ROOT, roll_examples
 
-ROLL_DIR = SHARED_DIR / "roll-configs" / "qwen2.5-0.5B-agentic"
+ROLL_DIR = roll_examples("qwen2.5-0.5B-agentic")
 # two training steps through Ray: minutes on a busy 2-core machine, more than the suite's 600 s default
-pytestmark = [pytest.mark.skipif(not ROLL_DIR.is_dir(), reason=f"ROLL's configs are not in {ROLL_DIR}"),
-              pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture()
