@@ -44,6 +44,7 @@ BROKEN_IDS = {
     "rg:composite": "reasoning-gym's composite task needs the list of tasks it mixes, which GEM's reasoning-gym env "
                     "cannot pass on; use the tasks themselves (rg:<task>)",
 }
+# prefixes of GEM's id families: an unknown id with one is an error naming the closest GEM id
 GEM_PREFIXES = ("game:", "rg:", "math:", "code:", "qa:", "logic:", "eval:")
 
 
@@ -116,13 +117,19 @@ def _dataset_task_class(gem_id: str, task_cls: type[DatasetTaskEnv], registered:
 
 @lru_cache(maxsize=None)
 def resolve_gem_env_type(env_type: str) -> Optional[type[BaseEnv]]:
-    """The env class of a GEM id (None for names that are not GEM-like); ValueError for a GEM-like id
-    that GEM does not register or that roll refuses, with the reason."""
-    if not env_type.startswith(GEM_PREFIXES):
+    """The env class of an id GEM registers (None for other names); ValueError for an id roll refuses,
+    or one with a GEM prefix (game:, rg:, ...) that GEM does not register, with the reason."""
+    if ":" not in env_type:
         return None
     registry = _gem_registry()
+    gem_like = env_type.startswith(GEM_PREFIXES)
     if registry is None:
-        raise ValueError(f"env_type {env_type!r} is a GEM env id, and GEM is not installed: {INSTALL_HINT}")
+        if gem_like:
+            raise ValueError(f"env_type {env_type!r} is a GEM env id, and GEM is not installed: {INSTALL_HINT}")
+        return None
+    known = env_type in registry or any(name.startswith(env_type + "-") for name in registry)
+    if not known and not gem_like:
+        return None
     if env_type in BROKEN_IDS:
         raise ValueError(f"GEM env {env_type!r} is refused: {BROKEN_IDS[env_type]}")
     entry_point, registered = _entry(env_type, registry)
