@@ -15,7 +15,7 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-from roll.launch import main
+from roll.launch.cli import main
 from tests.conftest import REPO_ROOT, roll_examples
 
 ROLL_CONFIGS = roll_examples()
