@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roll.algorithms.train_infer import TrainInferCorrectionConfig
+from roll.configs.warm_start_config import WarmStartConfig
 
 
 @dataclass
@@ -42,7 +43,11 @@ class BaseConfig:
     save_steps: int = 50
     logging_steps: int = 1
     eval_steps: int = 10
-    resume_from_checkpoint: bool | str = False  # false | true (latest under output_dir) | a checkpoint path
+    # continue this same run exactly: false | true (latest under output_dir) | a checkpoint path; a
+    # checkpoint saved under a config that trains differently is refused, naming the keys
+    resume_from_checkpoint: bool | str = False
+    # start a new run from another run's checkpoint, or from an earlier stage's (docs/pipeline.md)
+    warm_start_from: WarmStartConfig | None = None
     # a worker lost for good (a training worker's death, restarts used up) restarts the run from its last
     # complete checkpoint, at most this many times; 0 = stop at the first loss
     max_auto_resumes: int = 2
@@ -53,6 +58,9 @@ class BaseConfig:
     # and default), one bucket copied at a time (roll/pipeline/agentic/weight_sync.py: hf_train →
     # hf_infer; other strategy pairs send the weights in one piece).
     model_update_buffer_size_mb: int = 1024
+    # after every weight sync each inference rank proves, by a checksum per weight, that it holds the
+    # trainer's weights; a difference stops the run naming the tensor (docs/pipeline.md)
+    verify_weight_sync: bool = True
 
     rollout_batch_size: int = 128  # trajectories per training step
     val_batch_size: int | None = None  # trajectories per validation; default: all val envs once

@@ -17,6 +17,7 @@ from roll.configs.errors import ConfigError
 from roll.launch.cpu_mode import adjust_for_cpu, turn_off_multi_device_keys
 from roll.launch.loader import load_agentic_config
 from roll.launch.runtime_checks import check_runnable
+from roll.pipeline.agentic.warm_start import check_resume, earlier_stages, run_earlier_stages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 logger = logging.getLogger("roll")
@@ -102,14 +103,21 @@ def main(argv: list[str], default_pipeline: str, rollout_only: bool = False) -> 
     try:
         config = load_checked(args, rollout_only)
         pipeline_cls = import_class(config.pipeline_cls or default_pipeline)
+        check_resume(config)
+        # warm_start_from: {config, step}: the earlier stages, loaded and checked now, run first
+        stages = earlier_stages(config, lambda name: load_checked(
+            argparse.Namespace(**{**vars(args), "config_name": name, "overrides": []}), rollout_only))
     except ConfigError as error:
         print(f"\nConfig error: {error}\n", file=sys.stderr)
         return 2
     if args.dry_run:
         print_resolved(config)
+        for stage in stages:
+            print(f"dry run: stage {stage.name} {'is done' if stage.done else 'runs first'} ({stage.checkpoint})")
         print(f"dry run: {args.config_name} is valid and this machine can run it ({pipeline_cls.__name__}); nothing was started.")
         return 0
     os.environ.update(config.system_envs)
+    run_earlier_stages(stages, lambda stage: run_resuming(stage, import_class(stage.pipeline_cls or default_pipeline)))
     run_resuming(config, pipeline_cls)
     return 0
 

@@ -17,6 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from roll.strategies.decode_engine import DecodeEngine
 from roll.strategies.engine_budget import EngineBudget, with_config
 from roll.strategies.generation import GenerationRequest, GenerationResult
+from roll.utils.weight_checksum import state_checksums
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -80,6 +81,10 @@ class HFInferStrategy:
         if unexpected:
             raise KeyError(f"update_weights: keys not in the inference model: {unexpected[:5]}")
         self.engine.reset_cache(weight_version=version)
+
+    def weight_checksums(self) -> dict[str, int]:
+        """Checksums of the weights the engine generates with (roll/utils/weight_checksum.py)."""
+        return state_checksums(self.model.state_dict())
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self.model.state_dict()

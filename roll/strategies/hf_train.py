@@ -23,6 +23,7 @@ from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
 from roll.strategies.shared_prefix import forward_with_shared_prefix, shared_prefix_length
 from roll.utils.checkpoint import load_safetensors_dir
+from roll.utils.weight_checksum import state_checksums
 
 logger = logging.getLogger(__name__)
 
@@ -282,6 +283,12 @@ class HFTrainStrategy:
         `names` (from inference_weight_bytes, which gives none with LoRA) when given."""
         state = self.full_state_dict(names)
         return merge_lora_state(self.model, state) if self.model_args.lora_rank and names is None else state
+
+    def inference_weight_checksums(self, dtype: torch.dtype) -> dict[str, int]:
+        """Checksums of the weights inference_state_dict returns (roll/utils/weight_checksum.py), read in
+        place: a copy of the model costs 30x the checksums' time (3.3 s against 0.1 s for 135M weights).
+        Only where inference_weight_bytes is known: this rank holds the plain model (no LoRA, no shards)."""
+        return state_checksums(self.model.state_dict(), dtype)
 
     def inference_weight_bytes(self) -> dict[str, int] | None:
         """Size of each weight inference_state_dict returns, in its order; None with LoRA (merging a

@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoConfig
 
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 from roll.strategies.registry import strategy_problem
+from roll.utils.weight_checksum import state_checksums
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,15 @@ CPU_BLOCK_MULTIPLE = 32  # "No common block size for 16 (CPU_ATTN: [MultipleOf(3
 # Defaults roll sets (a strategy_config key overrides each): eager mode (CUDA graphs / torch.compile cost
 # minutes of start-up for a rollout that lasts seconds on small models), prefix caching for multi-turn reuse.
 ROLL_DEFAULTS = {"enforce_eager": True, "enable_prefix_caching": True}
+
+
+# Hugging Face weights vLLM loads into one fused parameter (its packed_modules_mapping for Llama-like models).
+VLLM_FUSED_WEIGHTS = {("q_proj", "k_proj", "v_proj"): "qkv_proj", ("gate_proj", "up_proj"): "gate_up_proj"}
+
+
+def _engine_weight_checksums(worker: Any) -> dict[str, int]:
+    """Runs inside vLLM's worker (collective_rpc): the checksum of each parameter of its model."""
+    return state_checksums(dict(worker.model_runner.get_model().named_parameters()))
 
 
 def vllm_unavailable_reason() -> str | None:
@@ -133,6 +144,7 @@ class VLLMInferStrategy:
             raise FileNotFoundError(f"vllm: model path {str(model_path)!r} does not exist")
         if not torch.cuda.is_available():
             check_cpu_head_dim(model_path)
+        self.tied_embeddings = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
         if VLLMInferStrategy._live is not None:
             raise RuntimeError("vllm: this process already has a live vLLM engine; shut it down first "
                                "(vLLM's parallel state is per process: run one actor_infer worker per process)")
@@ -202,6 +214,24 @@ class VLLMInferStrategy:
             self.weight_version = version
             # with requests in flight the reset is refused; the driver retries once they finish
             self._reset_pending = not self.engine.reset_prefix_cache()
+
+    def weight_checksums(self) -> dict[str, int]:
+        """Checksums of the engine's own parameters (fused names: `qkv_proj`, `gate_up_proj`), read in
+        the worker that holds the model, between engine steps."""
+        with self._engine_lock:
+            per_worker = self.engine.collective_rpc(_engine_weight_checksums)
+        return per_worker[0]
+
+    def checksum_key(self, name: str) -> str | None:
+        """The engine parameter a Hugging Face weight is loaded into (see fold_checksums); None for a
+        tied output layer, which vLLM keeps as the embedding itself."""
+        if name == "lm_head.weight" and self.tied_embeddings:
+            return None
+        for parts, fused in VLLM_FUSED_WEIGHTS.items():
+            for part in parts:
+                if f".{part}." in name:
+                    return name.replace(f".{part}.", f".{fused}.")
+        return name
 
     def shutdown(self) -> None:
         with self._cond:

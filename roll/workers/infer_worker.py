@@ -16,6 +16,7 @@ import torch
 from roll.configs.worker_config import WorkerConfig
 from roll.distributed.cluster import replayed_on_restart, restores_state
 from roll.strategies import create_infer_strategy
+from roll.utils.weight_checksum import ChecksumMismatch, compare_checksums, fold_checksums
 
 
 class InferWorker:
@@ -62,6 +63,16 @@ class InferWorker:
         """Some or all of the weights (one bucket of a streamed sync); the version they belong to."""
         self.strategy.load_state_dict(state_dict, version)
         self.version = version
+
+    @restores_state  # the restore hook checks a restarted worker's streamed weights before it serves
+    def verify_weights(self, expected: dict[str, int]) -> list[ChecksumMismatch]:
+        """The weights whose checksum here differs from the trainer's `expected` ones (empty: all held).
+        An engine that fuses weights (vLLM) names how the trainer's names fold into its own
+        (`checksum_key`)."""
+        key = getattr(self.strategy, "checksum_key", None)
+        if key is not None:
+            expected = fold_checksums(expected, key)
+        return compare_checksums(expected, self.strategy.weight_checksums())
 
     def get_version(self) -> int:
         return self.version

@@ -24,8 +24,9 @@ from roll.data.micro_batch import MicroBatch, scatter_to_batch, split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed.cluster import collective
 from roll.strategies import create_train_strategy, strategy_facts
-from roll.utils.checkpoint import rng_state, set_rng_state
+from roll.utils.checkpoint import load_safetensors_dir, rng_state, set_rng_state
 from roll.utils.memory import map_large_blocks
+from roll.utils.weight_checksum import DTYPES as CHECKSUM_DTYPES, state_checksums
 
 
 @dataclass
@@ -227,6 +228,17 @@ class TrainWorker:
         return state if self.rank == 0 else None
 
     @collective
+    def weight_checksums(self, dtype: str) -> dict[str, int] | None:
+        """Checksums of the weights get_state_dict returns, cast to the inference engine's `dtype`
+        (roll/utils/weight_checksum.py), on rank 0; None on other ranks. A strategy whose ranks hold the
+        plain model (the one that streams weights in parts) reads them in place, without a copy."""
+        target = CHECKSUM_DTYPES[dtype]
+        if self.inference_weight_bytes() is not None:  # hf_train without LoRA: each rank holds the plain model
+            return self.strategy.inference_weight_checksums(target) if self.rank == 0 else None
+        state = self.strategy.inference_state_dict()  # a sharded strategy gathers the weights on every rank
+        return state_checksums(state, target) if self.rank == 0 else None
+
+    @collective
     def load_model_weights(self, state: dict[str, Tensor]) -> None:
         """Replaces every weight with `state` (a get_state_dict of the same model), given to every rank:
         hf_train ranks each hold the whole model, a sharded strategy scatters rank 0's copy. The
@@ -260,6 +272,19 @@ class TrainWorker:
         state = torch.load(state_file, map_location="cpu", weights_only=False)
         self.train_steps_done = state["train_steps_done"]
         set_rng_state(state["rng"])
+
+    @collective
+    def load_warm_start(self, directory: str | Path, with_optimizer: bool) -> None:
+        """Another run's weights, at the start of a new run (`warm_start_from`): the checkpoint's Hugging
+        Face weights (LoRA: its adapter), and with `with_optimizer` its optimizer state and schedule
+        position; never its RNG states or step counters, which belong to the run that saved them."""
+        directory = Path(directory)
+        if with_optimizer:
+            self.strategy.load(directory)
+        elif self.config.model_args.lora_rank:
+            self.strategy.load_lora(directory)
+        else:
+            self.strategy.load_full_state_dict(load_safetensors_dir(directory))
 
     def shutdown(self) -> None:
         self.strategy.close()

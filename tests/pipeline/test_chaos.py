@@ -1,6 +1,7 @@
 """Chaos: one launcher run of 5 steps on a tiny model in which an env worker, the inference worker and a
 training worker are each killed with SIGKILL, at steps 2, 3 and 4. The run reaches max_steps with the
 step numbering unchanged, every kill is counted in metrics.jsonl, and the last checkpoint loads.
+Part of the default test run (and so of CI).
 
 Timing: the envs (ControlledFrozenLake) leave a file naming their process at each reset and then sleep
 2 s, so "a reset file written after checkpoint-(k-1) was committed" means step k's rollout has
@@ -18,7 +19,6 @@ import pytest
 
 from tests.pipeline.test_end_to_end import _kill_group, launch, overrides, read_metrics, work  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.slow
 WAIT_S = 600
 
 
@@ -52,6 +52,7 @@ def role_pid(role: str, log: str) -> int:
     return int(pid)
 
 
+@pytest.mark.timeout(1200)  # a launcher run of many steps: past the suite's 600 s on a loaded machine
 def test_a_run_survives_kill_9_of_an_env_an_inference_and_a_training_worker(tiny_model_dir, work):
     control = work / "control"
     control.mkdir()

@@ -22,7 +22,7 @@ CPU = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 REQUIRED_METRICS = (
     "env/FrozenLakeCPU/success", "env/FrozenLakeCPU/action_is_valid", "env/FrozenLakeCPU/num_actions",
     "critic/score/mean", "critic/advantages/mean", "actor/pg_loss", "actor/clipfrac", "actor/approxkl",
-    "actor/entropy", "time/step_rollout", "time/step_train", "system/tps",
+    "actor/entropy", "time/step_rollout", "time/step_train", "system/tps", "sync/verified", "time/sync_verify_s",
 )
 
 

@@ -69,3 +69,22 @@ class ControlledFrozenLake(FrozenLakeEnv):
         except FileNotFoundError:
             return super().step(action_text)
         threading.Event().wait()  # hangs: only ending the process ends this call
+
+
+CRASH_ONCE = "crash_next_step"  # a file in control_dir: the first step to remove it raises
+
+
+class CrashOnceFrozenLake(FrozenLakeEnv):
+    """Raises in the one step that removes control_dir/crash_next_step, leaving `crashed-<seed>` there:
+    one episode of one group crashes while its group's other episodes finish."""
+
+    config_cls = ControlledConfig
+
+    def step(self, action_text: str):
+        control = Path(self.config.control_dir)
+        try:
+            (control / CRASH_ONCE).unlink()
+        except FileNotFoundError:
+            return super().step(action_text)
+        (control / f"crashed-{self.seed}").touch()
+        raise RuntimeError(f"simulated env crash (seed {self.seed})")

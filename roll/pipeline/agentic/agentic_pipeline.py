@@ -6,6 +6,7 @@ log-probs and values, train on a batch, save and load.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -38,6 +39,8 @@ from roll.pipeline.agentic.group_filter import (
 )
 from roll.pipeline.agentic.rollout_dump import recorded_rollout
 from roll.pipeline.agentic.sft_warmup import run_sft_warmup
+from roll.pipeline.agentic.sync_check import SyncVerifier
+from roll.pipeline.agentic.warm_start import RUN_CONFIG_FILE, check_same_run, run_config, warm_start_checkpoint
 from roll.pipeline.agentic.val_baselines import ValidationBaselines
 from roll.pipeline.agentic.weight_sync import plan_buckets, stream_weights
 from roll.strategies.registry import strategy_facts
@@ -60,7 +63,13 @@ class AgenticPipeline:
         self.saved_parts = checkpoints.saved_parts(config.uses_critic, config.uses_reference and config.sft_warmup.steps > 0)
         if self.resume_from is not None:
             checkpoints.require_parts(self.resume_from, self.saved_parts)
+            check_same_run(self.resume_from, config)
+        # a new run from another run's checkpoint; a resumed run already holds what its warm start loaded
+        self.warm_start = warm_start_checkpoint(config) if self.resume_from is None else None
+        if self.warm_start is not None:
+            checkpoints.require_parts(self.warm_start, ["actor_train"])
         self.step = 0  # steps completed; logs number steps from 1
+        self.batches_ahead: dict = {}  # async training: batches a checkpoint saved for the steps after it
         self.auto_resumes = 0  # times the launcher restarted this run after a lost worker (roll/launch/cli.py sets it)
         self.kl_ctrl = build_kl_controller(config)
         self.progress = RunProgress(config.max_steps, config.report.progress_interval_s)
@@ -72,6 +81,8 @@ class AgenticPipeline:
                                 if config.eval_steps > 0 else None)
         self.weight_buckets = self.plan_weight_buckets()
         self.synced_version: int | None = None  # the weights actor_infer holds (streamed syncs)
+        self.sync_verifier = (SyncVerifier(self.actor_train, self.actor_infer, config.actor_infer.model_args.dtype)
+                              if config.verify_weight_sync else None)
         if config.async_generation_ratio == 0:  # a restarted inference worker gets them streamed again
             self.actor_infer.restore_hook = self.restore_infer_rank
         self.recorder = TrajectoryRecorder(config)
@@ -85,10 +96,13 @@ class AgenticPipeline:
         self.blind_baselines = ValidationBaselines(config.custom_envs) if config.report.map_blind_baselines else None
         if self.resume_from is not None:
             self.load_checkpoint(self.resume_from)
+        elif self.warm_start is not None:
+            self.load_warm_start(self.warm_start)
         if config.async_generation_ratio > 0:
             self.train_rollout = AsyncRollout(
                 self.train_rollout, self.push_weights, int(config.async_generation_ratio), config.rollout_batch_size,
-                first_step=self.step + 1, last_step=config.max_steps, timeout_s=config.async_wait_timeout_s)
+                first_step=self.step + 1, last_step=config.max_steps, timeout_s=config.async_wait_timeout_s,
+                ready_batches=self.batches_ahead)
         self.tracker = Tracker(config.track_with, config.tracker_kwargs, config.logging_dir, config.exp_name,
                                config=asdict(config), start_step=self.step + 1)
 
@@ -114,6 +128,8 @@ class AgenticPipeline:
                         metrics.update(self.validate(step))
                 with self.timer(metrics, "time/step_rollout"):
                     batch = self.train_rollout.get_batch(config.rollout_batch_size, step)
+                if self.sync_verifier is not None:  # after the batch: async training loaded its weights then
+                    metrics.update(self.sync_verifier.take_metrics())
                 metrics.update({k: v for k, v in batch.info.items() if isinstance(v, (int, float))})
                 kept, kept_metrics = drop_zero_gradient_groups(
                     batch, config.drop_zero_gradient_groups, self.gradient_blockers, self.actor_train.num_workers,
@@ -164,14 +180,21 @@ class AgenticPipeline:
         are published instead; the rollout thread loads them between its batches (async_rollout.py)."""
         if isinstance(self.train_rollout, AsyncRollout):
             state_dict = self.actor_train.execute_rank0_ref("get_state_dict")  # stays in Ray's object store
-            self.train_rollout.publish(version, state_dict)
+            # checksummed now: by the time the rollout thread loads them the trainer has moved on
+            expected = self.sync_verifier.trainer_checksums() if self.sync_verifier is not None else None
+            self.train_rollout.publish(version, (state_dict, expected))
         else:
             stream_weights(self.actor_train, self.actor_infer, self.weight_buckets, version)
             self.synced_version = version
+            if self.sync_verifier is not None:
+                self.sync_verifier.verify(self.sync_verifier.trainer_checksums(), version)
 
-    def push_weights(self, state_dict, version: int) -> None:
-        """All the weights at once (async training's published snapshots)."""
+    def push_weights(self, published, version: int) -> None:
+        """All the weights at once (async training's published snapshots), then checked."""
+        state_dict, expected = published
         self.actor_infer.execute_all("update_weights", state_dict, version)
+        if expected is not None:
+            self.sync_verifier.verify(expected, version)
 
     def plan_weight_buckets(self) -> list:
         """weight_sync.py: buckets when both strategies can move a part of the weights, else one."""
@@ -186,6 +209,8 @@ class AgenticPipeline:
         rollout)."""
         if self.synced_version is not None:
             stream_weights(self.actor_train, self.actor_infer, self.weight_buckets, self.synced_version, rank=rank)
+            if self.sync_verifier is not None:
+                self.sync_verifier.verify(self.sync_verifier.trainer_checksums(), self.synced_version, rank=rank)
 
     def validate(self, step: int) -> dict[str, float]:
         """Step 2: a validation rollout on fixed seeds, so its numbers compare across steps."""
@@ -272,6 +297,9 @@ class AgenticPipeline:
             getattr(self, part).execute_all("save_checkpoint", str(staging / part))
         # Rollout seeds derive from the step number, so the step is all the rollout state there is.
         state = {"step": self.step, "kl_coef": self.kl_ctrl.value, "val_history": self.val_history}
+        if isinstance(self.train_rollout, AsyncRollout):  # made with weights older than the checkpoint's
+            state["async_batches"] = self.train_rollout.batches_ahead(self.step)
+        (staging / RUN_CONFIG_FILE).write_text(json.dumps(run_config(self.config), indent=1))  # resume's check
         path = checkpoints.commit(staging, state)
         logger.info("saved checkpoint %s", path)
 
@@ -281,7 +309,23 @@ class AgenticPipeline:
             getattr(self, part).execute_all("load_checkpoint", str(path / part))
         self.step, self.kl_ctrl.value = state["step"], state["kl_coef"]
         self.val_history = state["val_history"]
+        self.batches_ahead = state.get("async_batches", {})
         logger.info("resumed from %s: continuing at step %d", path, self.step + 1)
+
+    def load_warm_start(self, path) -> None:
+        """warm_start_from: the trained roles' weights (and with `optimizer: true` their optimizer state
+        and schedule position); step, KL coefficient, RNG and validation history stay this run's own. A
+        reference (KL term) becomes the loaded policy: the model this run starts from."""
+        with_optimizer = self.config.warm_start_from.optimizer
+        self.actor_train.execute_all("load_warm_start", str(path / "actor_train"), with_optimizer)
+        if self.critic is not None and (path / "critic").is_dir():
+            self.critic.execute_all("load_warm_start", str(path / "critic"), with_optimizer)
+        elif self.critic is not None:
+            logger.info("warm start: %s has no critic/ folder; the critic starts from its model", path)
+        if self.reference is not None:
+            self.reference_from_actor()
+        logger.info("warm start from %s: weights%s loaded; this run starts at step 1", path,
+                    " and optimizer state" if with_optimizer else "")
 
     def finish(self) -> dict[str, float]:
         """A last validation with the final weights, a summary, and everything shut down."""

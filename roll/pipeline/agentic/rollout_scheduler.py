@@ -8,7 +8,10 @@ depend only on the episode index, so val metrics compare across steps.
 
 A group in which any episode fails (env raised, env hung past `env_timeout_s`, generation failed)
 is re-run on the same envs with a fresh seed; the failure is counted in `rollout/failures/*` and
-logged with the tag and seed. Only whole groups enter a batch. A worker process that dies (kill -9,
+logged with the tag and seed. Only whole groups enter a batch: the episodes of a failed group that did
+finish are dropped with it, so no group-relative advantage is ever computed over part of a group.
+Every such failure is an infrastructure fault (an env never raises on model text), and
+`rollout/infra_failed_rate` is the share of the episodes launched for the batch that failed. A worker process that dies (kill -9,
 the OOM killer) is replaced by Ray and the groups it was running are re-run the same way
 (env_worker_pool.py); `rollout/env_worker_restarts` counts the replacements. An env call that
 timed out but still runs (a hung `step`) leaves a thread in its worker: once the batch is done, each
@@ -171,6 +174,7 @@ class RolloutScheduler:
         waiting: dict[cf.Future, int] = {}
         done_groups: list[tuple[int, list[Trajectory]]] = []
         failures: Counter = Counter()
+        failed_groups = 0
         timed_out_workers: set[int] = set()  # workers that may still run an env call that timed out
         next_task = need
         generated_so_far = 0
@@ -205,6 +209,7 @@ class RolloutScheduler:
                         generated_so_far += sum(sample.generated_tokens for sample in done_groups[-1][1])
                         self.on_progress(len(done_groups) * self.group_size, need * self.group_size, generated_so_far)
                     continue
+                failed_groups += 1
                 for r in bad:
                     if self.infer_cluster is not None and r.kind == "generation_error" and _lost_with_worker(r.detail):
                         r.kind = "infer_worker_died"
@@ -235,6 +240,7 @@ class RolloutScheduler:
         batch.info.update(rollout_metrics(trajs, prefix=prefix))
         batch.info.update({
             "rollout/failures": float(sum(failures.values())),
+            "rollout/infra_failed_rate": sum(failures.values()) / ((need + failed_groups) * self.group_size),
             **{f"rollout/failures/{k}": float(v) for k, v in failures.items()},
             "rollout/env_worker_restarts": float(self.pool.restarts - restarts_before),
             "rollout/env_worker_hang_replacements": float(hang_replacements),
