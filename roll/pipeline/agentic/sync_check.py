@@ -8,7 +8,8 @@ inference dtype; each inference rank compares them with its own after loading. A
 
 Metrics per step: `sync/verified` (1 once the weights the inference workers hold were checked; a check
 that fails stops the run, so it never reads 1 for unchecked weights) and `time/sync_verify_s` (seconds
-spent checksumming on both sides since the previous step's metrics).
+spent checksumming on both sides since the previous step's metrics). A resumed async run reads 0 on
+the steps whose batches its checkpoint held (checked by the run that made them) until its first load.
 """
 
 from __future__ import annotations
