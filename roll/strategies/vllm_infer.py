@@ -30,7 +30,7 @@ from transformers import AutoConfig
 
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 from roll.strategies.registry import strategy_problem
-from roll.utils.weight_checksum import state_checksums
+from roll.utils.weight_checksum import tensor_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,12 @@ ROLL_DEFAULTS = {"enforce_eager": True, "enable_prefix_caching": True}
 VLLM_FUSED_WEIGHTS = {("q_proj", "k_proj", "v_proj"): "qkv_proj", ("gate_proj", "up_proj"): "gate_up_proj"}
 
 
-def _engine_weight_checksums(worker: Any) -> dict[str, int]:
-    """Runs inside vLLM's worker (collective_rpc): the checksum of each parameter of its model."""
-    return state_checksums(dict(worker.model_runner.get_model().named_parameters()))
+def _engine_weight_checksums(worker: Any) -> dict[str, int | None]:
+    """Runs inside vLLM's worker (collective_rpc): the checksum of each parameter of its model. None for a
+    parameter the engine emptied: vLLM's CPU backend packs each linear layer's weight into its GEMM
+    kernel at load and leaves an empty tensor in its place, which cannot be read back."""
+    return {name: tensor_checksum(param) if param.numel() else None
+            for name, param in worker.model_runner.get_model().named_parameters()}
 
 
 def vllm_unavailable_reason() -> str | None:
@@ -215,9 +218,10 @@ class VLLMInferStrategy:
             # with requests in flight the reset is refused; the driver retries once they finish
             self._reset_pending = not self.engine.reset_prefix_cache()
 
-    def weight_checksums(self) -> dict[str, int]:
+    def weight_checksums(self) -> dict[str, int | None]:
         """Checksums of the engine's own parameters (fused names: `qkv_proj`, `gate_up_proj`), read in
-        the worker that holds the model, between engine steps."""
+        the worker that holds the model, between engine steps; None where the weight cannot be read back
+        (packed into the CPU backend's kernels)."""
         with self._engine_lock:
             per_worker = self.engine.collective_rpc(_engine_weight_checksums)
         return per_worker[0]
