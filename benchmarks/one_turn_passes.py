@@ -1,18 +1,21 @@
 """The actor's scoring pass and train step on one-turn agent samples, and what two savings bring there:
 the output layer on response tokens only, and the prompt prefix every sample shares run once.
 
-    .venv/bin/python benchmarks/one_turn_passes.py [--num-seqs 64 --prompt-len 118 --shared-len 72 --response-len 7]
+    .venv/bin/python benchmarks/one_turn_passes.py [--num-seqs 64 --prompt-len 118 --shared-len 72 --response-len 7 --group-size 8]
 
 The defaults are FrozenLake's one-board samples (agent_val_frozen_lake_memoryless.yaml): 118 prompt
 tokens, of which 72 (system prompt and instructions) are the same in every sample, and a 7-token reply.
-Three variants of the same work, timed alternately (`--repeats` times each, best kept), in one process:
+Four variants of the same work, timed alternately (`--repeats` times each, best kept), in one process:
 - "before": the output layer (576 × 49,152 for SmolLM2-135M, 28M of its 135M multiply-adds per token,
   made twice in training plus a 49k-way softmax) on every token, as roll did before, and every prompt
   token computed in every row. The same code asked for every token does that work (compute_log_probs
   without `response_only`, train_step with a response mask over the whole sample), on prompts of the
   same length with nothing shared.
 - "response head": the output layer on the response only, still nothing shared.
-- "+ shared prefix": also the 72 shared tokens once per micro-batch (roll/strategies/shared_prefix.py).
+- "+ shared prefix": also the 72 shared tokens once per micro-batch (roll/strategies/shared_prefix.py),
+  every prompt different after them.
+- "+ group prompts": GRPO's shape, each board played by a group of `--group-size` samples (the
+  one-move training episodes of agent_val_frozen_lake_quick.yaml): each group's whole prompt once.
 Training runs without gradient checkpointing (the one-board config's setting; under checkpointing
 transformers runs no KV cache, so nothing is shared in training there).
 """
@@ -38,14 +41,16 @@ from roll.workers.train_worker import LossConfig  # noqa: E402
 
 
 def one_turn_batch(num_seqs: int, prompt_len: int, shared_len: int, response_len: int, vocab: int,
-                   whole_sample: bool) -> Batch:
+                   whole_sample: bool, group_size: int = 1) -> Batch:
     """Samples of equal length: a prompt whose first `shared_len` tokens are the same in every sample,
-    then a response; `whole_sample` marks every token but the first as response (what the output layer
-    used to run on)."""
+    and whole in each run of `group_size` samples, then a response; `whole_sample` marks every token
+    but the first as response (what the output layer used to run on)."""
     g = torch.Generator().manual_seed(0)
     width = prompt_len + response_len
     ids = torch.randint(0, vocab, (num_seqs, width), generator=g)
     ids[:, :shared_len] = ids[0, :shared_len]
+    for first in range(0, num_seqs, group_size):
+        ids[first : first + group_size, :prompt_len] = ids[first, :prompt_len]
     response = torch.zeros(num_seqs, width, dtype=torch.long)
     response[:, 1 if whole_sample else prompt_len:] = 1
     return Batch({
@@ -63,6 +68,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=118)
     parser.add_argument("--shared-len", type=int, default=72)
     parser.add_argument("--response-len", type=int, default=7)
+    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt in the last variant")
     parser.add_argument("--budget", type=int, default=2048, help="tokens per micro-batch (dynamic batching)")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
@@ -83,10 +89,11 @@ def main() -> None:
     cluster = Cluster("bench", ActorWorker, config, executor="local", threads_per_worker=torch.get_num_threads())
     worker = cluster.hosts[0].worker
     vocab = worker.strategy.model.config.vocab_size
-    # variant: (a response mask over the whole sample, shared prompt tokens)
-    variants = {"before": (True, 0), "response head": (False, 0), "+ shared prefix": (False, args.shared_len)}
-    batches = {name: one_turn_batch(args.num_seqs, args.prompt_len, shared, args.response_len, vocab, whole)
-               for name, (whole, shared) in variants.items()}
+    # variant: (a response mask over the whole sample, shared prompt tokens, samples per prompt)
+    variants = {"before": (True, 0, 1), "response head": (False, 0, 1), "+ shared prefix": (False, args.shared_len, 1),
+                "+ group prompts": (False, args.shared_len, args.group_size)}
+    batches = {name: one_turn_batch(args.num_seqs, args.prompt_len, shared, args.response_len, vocab, whole, group)
+               for name, (whole, shared, group) in variants.items()}
     cfg = LossConfig(mini_batch_size=args.num_seqs, shuffle=False)
     passes = {
         "scoring (old log-probs)": lambda name: cluster.execute_rank0("compute_log_probs", batches[name],
@@ -109,7 +116,7 @@ def main() -> None:
 
     tokens = args.num_seqs * (args.prompt_len + args.response_len)
     print(f"\n{model_dir.name}, fp32, {torch.get_num_threads()} threads; {args.num_seqs} samples of {args.prompt_len} prompt "
-          f"({args.shared_len} shared) + {args.response_len} response tokens ({tokens} tokens), micro-batches of "
+          f"({args.shared_len} shared by all, all by groups of {args.group_size}) + {args.response_len} response tokens ({tokens} tokens), micro-batches of "
           f"{args.budget} tokens in training; matmul {flops / 1e9:.0f} GFLOP/s; best of {args.repeats}\n")
     print("| pass | " + " | ".join(f"{name}, s" for name in variants) + " | speed-up |")
     print("|---|" + "---:|" * (len(variants) + 1))

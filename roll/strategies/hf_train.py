@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClas
 from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
-from roll.strategies.shared_prefix import forward_with_shared_prefix, shared_prefix_length
+from roll.strategies.shared_prefix import forward_in_prefix_groups, plan_prefix_groups
 from roll.utils.checkpoint import load_safetensors_dir
 from roll.utils.weight_checksum import state_checksums
 
@@ -221,12 +221,12 @@ class HFTrainStrategy:
         if type(head) is not nn.Linear or self.model.config.model_type not in PLAIN_HEAD_MODEL_TYPES:
             return None
         inputs = self._model_inputs(mb)
-        prefix = shared_prefix_length(mb) if self.can_share_prefix() else 0
+        groups = plan_prefix_groups(mb) if self.can_share_prefix() else None
         # the model's own forward with lm_head swapped for the identity: its "logits" are the hidden states
         self.model.set_output_embeddings(nn.Identity())
         try:
             with self.autocast():
-                hidden = forward_with_shared_prefix(self.model, inputs, prefix) if prefix else self.model(**inputs).logits
+                hidden = forward_in_prefix_groups(self.model, inputs, groups) if groups else self.model(**inputs).logits
         finally:
             self.model.set_output_embeddings(head)
         return hidden, head

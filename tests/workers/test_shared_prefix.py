@@ -1,4 +1,4 @@
-"""A micro-batch's shared prompt runs once (roll/strategies/shared_prefix.py): the same hidden states,
+"""A micro-batch's shared prompts run once (roll/strategies/shared_prefix.py): the same hidden states,
 log-probs, gradients and updates as running every row in full, with fewer tokens through the model."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from roll.data.batch import Batch
 from roll.data.micro_batch import split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed import Cluster
-from roll.strategies.shared_prefix import MIN_SHARED_TOKENS, forward_with_shared_prefix, shared_prefix_length
+from roll.strategies.shared_prefix import (
+    MIN_SHARED_TOKENS, forward_in_prefix_groups, forward_with_shared_prefix, plan_prefix_groups,
+)
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.train_worker import LossConfig
 from tests.workers.helpers import actor_config, max_abs_diff
@@ -38,24 +40,43 @@ def prompt_batch(prefix: int, lengths: list[int] = LENGTHS, vocab: int = 300) ->
                   "response_mask": response, "advantages": torch.randn(n, width, generator=g) * response})
 
 
-def test_the_shared_length_is_the_common_prefix_when_it_pays_and_rows_allow():
-    batch = prompt_batch(prefix=24)
-    (mb,) = split_padded(batch, 6)
-    assert shared_prefix_length(mb) == 24
+def two_prompt_batch(vocab: int = 300) -> Batch:
+    """GRPO's shape: rows 0, 2, 4 answer one prompt and rows 1, 3, 5 another; all six share 20 tokens (a
+    system prompt) and each trio 34 (its question)."""
+    batch = prompt_batch(prefix=20, vocab=vocab)
+    ids = batch.tensors["input_ids"]
+    for first in (0, 1):
+        ids[first + 2 :: 2, 20:34] = ids[first, 20:34]
+    return batch
+
+
+def plan(mb) -> list[tuple[list[int], int, int]] | None:
+    groups = plan_prefix_groups(mb)
+    return None if groups is None else [(g.rows, g.prefix, g.width) for g in groups]
+
+
+def test_the_plan_shares_each_prompt_where_it_pays_and_rows_allow():
+    (mb,) = split_padded(prompt_batch(prefix=24), 6)
+    assert plan(mb) == [([0, 1, 2, 3, 4, 5], 24, 40)]
     # never the whole of the shortest sample: each row keeps a token to run
     (short,) = split_padded(prompt_batch(prefix=29, lengths=[29, 40]), 2)
-    assert shared_prefix_length(short) == 28
-    (few,) = split_padded(prompt_batch(prefix=MIN_SHARED_TOKENS - 1), 6)
-    assert shared_prefix_length(few) == 0
-    assert shared_prefix_length(split_padded(batch, 1)[0]) == 0  # one row: nothing to share
-    assert all(shared_prefix_length(mb) == 0 for mb in split_packed(batch, 80))  # packed rows hold several samples
+    assert plan(short) == [([0, 1], 28, 40)]
+    assert plan(split_padded(prompt_batch(prefix=MIN_SHARED_TOKENS - 1), 6)[0]) is None
+    assert plan(split_padded(prompt_batch(prefix=24), 1)[0]) is None  # one row: nothing to share
+    assert all(plan(mb) is None for mb in split_packed(prompt_batch(prefix=24), 80))  # packed rows hold several samples
+    # two prompts in one micro-batch: each trio runs its prompt once, on its own columns (the second
+    # trio's shortest sample has 29 tokens, its longest 33): 52 + 43 tokens and one more group, against
+    # 140 sharing only the system prompt
+    (mixed,) = split_padded(two_prompt_batch(), 6)
+    assert plan(mixed) == [([0, 2, 4], 34, 40), ([1, 3, 5], 28, 33)]
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
-def test_hidden_states_and_gradients_equal_the_plain_forward(arch, tiny_model_dir, tiny_llama_dir):
+@pytest.mark.parametrize("arch, prompts", [("qwen2", 1), ("llama", 1), ("qwen2", 2)])
+def test_hidden_states_and_gradients_equal_the_plain_forward(arch, prompts, tiny_model_dir, tiny_llama_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir if arch == "qwen2" else tiny_llama_dir, dtype=torch.float32)
     model.train()
-    batch = prompt_batch(prefix=24, vocab=model.config.vocab_size)
+    vocab = model.config.vocab_size
+    batch = prompt_batch(prefix=24, vocab=vocab) if prompts == 1 else two_prompt_batch(vocab=vocab)
     (mb,) = split_padded(batch, 6)
     inputs = {"input_ids": mb.input_ids, "position_ids": mb.position_ids}
     real = batch.tensors["attention_mask"].bool()
@@ -63,7 +84,12 @@ def test_hidden_states_and_gradients_equal_the_plain_forward(arch, tiny_model_di
 
     def run(shared: bool):
         model.zero_grad()
-        logits = forward_with_shared_prefix(model, inputs, 24) if shared else model(**inputs, use_cache=False).logits
+        if not shared:
+            logits = model(**inputs, use_cache=False).logits
+        elif prompts == 1:
+            logits = forward_with_shared_prefix(model, inputs, 24)
+        else:
+            logits = forward_in_prefix_groups(model, inputs, plan_prefix_groups(mb))
         (logits * weights).sum().backward()
         return logits.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
 
@@ -110,8 +136,10 @@ def test_actor_scores_and_updates_as_without_sharing_on_fewer_tokens(tiny_model_
     # scoring shares in both (no gradients, no checkpointing): micro-batches of 3 rows (infer_batch_size)
     assert shared[1] == full[1] == [24, 3 * (width - 24)] * 2
     assert torch.allclose(shared[0], full[0], atol=1e-5)
-    # training: 3 micro-batches of 2 rows; 24 tokens once and the rest per row, vs every row in full
-    assert shared[3] == [24, 2 * (width - 24)] * 3 and full[3] == [2 * width] * 3
+    # training: 3 micro-batches of 2 rows; 24 tokens once and the rest of each row up to the longer of the
+    # two, vs every row in full
+    pairs = [max(LENGTHS[i : i + 2]) for i in range(0, 6, 2)]
+    assert shared[3] == [n for longest in pairs for n in (24, 2 * (longest - 24))] and full[3] == [2 * width] * 3
     assert max_abs_diff(shared[4], full[4]) < 1e-5
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
         assert shared[2][key] == pytest.approx(full[2][key], rel=1e-5, abs=1e-6), key
