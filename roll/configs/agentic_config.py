@@ -89,6 +89,10 @@ class SFTWarmupConfig:
     episodes_per_step: int = 8
     learning_rate: float = 1.0e-4
     tags: list[str] | None = None  # envs to draw episodes from; default: train_env_manager.tags
+    # Validate at step 0, before the warm-up. The base model answers in no format the envs accept, so that
+    # validation is success 0 at the cost of every episode running to its turn limit; false skips it
+    # (the validation after the warm-up, before the first RL step, stays).
+    validate_before: bool = True
 
 
 @dataclass

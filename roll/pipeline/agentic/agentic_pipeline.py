@@ -274,8 +274,8 @@ class AgenticPipeline:
 
     def sft_warmup(self) -> None:
         """Optional supervised warm-up (see sft_warmup.py), with a validation before it at step 0 so
-        the table shows what the warm-up taught apart from what RL taught."""
-        if self.val_rollout is not None:
+        the table shows what the warm-up taught apart from what RL taught (sft_warmup.validate_before)."""
+        if self.val_rollout is not None and self.config.sft_warmup.validate_before:
             self.sync_weights(version=0)
             with self.progress.phase("time/step_val"):
                 self.tracker.log(self.validate(0), 0)
