@@ -48,6 +48,7 @@ def test_metrics_per_supported_tag_and_cache():
     assert metrics["val/blind/Short/agent_solved_by_one_sequence"] == 0.0  # it solved nothing
     # the goal of a 4x4 map is 6 moves away: nothing reaches it in 3 moves
     assert metrics["val/blind/Short/best"] == 0.0 and metrics["val/blind/Short/uniform_random"] == 0.0
+    assert metrics["val/blind/Lake/maps"] == 1.0 and metrics["val/blind/Short/maps"] == 2.0
     assert not any("Slippery" in k or "Count" in k for k in metrics)
     assert not any(k.endswith("/success") for k in metrics)  # keeps val_success averages to the agent's
     assert set(baselines.cache) == {("Lake", (5,)), ("Short", (7, 8))}

@@ -122,6 +122,23 @@ def val_metrics(batch: Batch) -> dict[str, float]:
     return metrics
 
 
+def map_blind_verdicts(val: dict[str, float]) -> list[str]:
+    """One line per env tag whose maps have map-blind baselines: did the agent beat every policy that
+    never looks at the map, on the same maps, and by how many maps."""
+    lines = []
+    for key in sorted(k for k in val if k.startswith("val/blind/") and k.endswith("/maps")):
+        tag = key.split("/")[2]
+        maps, agent, blind = int(val[key]), val.get(f"val/env/{tag}/success"), val.get(f"val/blind/{tag}/best")
+        if agent is None or blind is None:
+            continue
+        margin = (agent - blind) * maps
+        verdict = (f"beats the best policy that never looks at the map by {margin:.1f} maps" if margin > 1
+                   else "does not beat the best policy that never looks at the map by more than one map")
+        lines.append(f"{tag}: the agent solved {agent:.3f} of {maps} validation maps, the best map-blind policy "
+                     f"{blind:.3f} on the same maps: it {verdict}")
+    return lines
+
+
 def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "AgenticConfig", checkpoint_root: Path) -> str:
     """The end-of-run summary: validation success and validity per tag, first vs last, and where things are."""
     from rich.console import Console
@@ -141,6 +158,7 @@ def summary_table(val_history: list[tuple[int, dict[str, float]]], config: "Agen
         console = Console(file=io.StringIO(), width=100, color_system=None)
         console.print(table)
         lines.append(console.file.getvalue().rstrip())
+        lines.extend(map_blind_verdicts(last))
     lines.append(f"metrics:     {Path(config.logging_dir) / 'metrics.jsonl'}")
     lines.append(f"trajectories: {Path(config.logging_dir) / 'trajectories'}")
     if config.report.write_report:

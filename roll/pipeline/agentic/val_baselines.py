@@ -108,6 +108,7 @@ class ValidationBaselines:
             out[f"{prefix}/biased_random"] = result.biased_random_success
             out[f"{prefix}/uniform_random"] = result.uniform_random_success
             out[f"{prefix}/best"] = result.best_success
+            out[f"{prefix}/maps"] = float(len(by_seed))
             out[f"{prefix}/agent_solved_beyond_sequence"] = solved_beyond_sequence(
                 list(by_seed.values()), result.sequence_solves)
             out[f"{prefix}/agent_solved_by_one_sequence"] = solved_by_one_sequence(
