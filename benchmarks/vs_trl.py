@@ -405,7 +405,9 @@ def main(argv: list[str]) -> int:
     table = results_table(Summary.of(roll), Summary.of(trl_steps(result)), result["params"], (flops_before + flops_after) / 2)
     print(f"\n{table}")
     print("\nrollout: generation, rewards, advantages; roll's other s: what is left (scheduling, bookkeeping); TRL's "
-          "train s: the step minus its rollout. roll / TRL below 1 in the seconds columns, above 1 in tokens/s, favours roll.")
+          "train s: the step minus its rollout. roll / TRL below 1 in the seconds columns, above 1 in tokens/s, favours roll.\n"
+          "Trained tokens count every sample's prompt and answer, as a plain forward runs them; roll runs a prompt its "
+          "micro-batch shares once (roll/strategies/shared_prefix.py), so its share of the limit may pass 100%.")
     print(f"command: python benchmarks/vs_trl.py {' '.join(argv)}")
     return 1 if problems else 0
 
