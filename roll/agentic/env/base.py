@@ -31,6 +31,7 @@ BASE_METRICS_AGG_MODE: dict[str, str] = {
     "success": "last",
 }
 AGG_MODES = ("mean", "sum", "last", "max")
+RENDER_MODES = ("text", "rgb_array")
 
 
 def config_error(field_name: str, message: str) -> ValueError:
@@ -123,7 +124,9 @@ class BaseEnvConfig:
         after the first a line naming the last turn's action and whether it changed anything ("Last
         move: Left; nothing changed."), or that the reply had none. It gives a one-turn prompt (history
         length 0) the memory it needs not to repeat a move into a wall; state_key ignores it.
-    render_mode: only "text" exists; kept because ROLL's configs may set it.
+    render_mode: "text" (default): observations are the text render; "rgb_array": observations are the
+        same board as an RGB image (`numpy` uint8 `[H, W, 3]`, `render_image`), for vision-language
+        agents (VLTrajEnvManager). Only envs that draw themselves accept it (Sokoban, FrozenLake).
     """
 
     env_instruction: Optional[str] = None
@@ -151,8 +154,11 @@ class BaseEnvConfig:
         require_int(self.max_steps, "max_steps", minimum=1)
         self.special_token_list = [str(token) for token in (self.special_token_list or [])]
         require_bool(self.describe_last_move, "describe_last_move")
-        if self.render_mode != "text":
-            raise config_error("render_mode", f"only 'text' is supported, got {self.render_mode!r}")
+        if self.render_mode not in RENDER_MODES:
+            raise config_error("render_mode", f"expected one of {list(RENDER_MODES)}, got {self.render_mode!r}")
+        if self.render_mode == "rgb_array" and self.describe_last_move:
+            raise config_error("describe_last_move", "it appends a line of text, and render_mode rgb_array "
+                                                     "observations are images; turn one of them off")
 
     @classmethod
     def from_values(cls, env_config: Mapping[str, Any], env_type: str) -> "BaseEnvConfig":
@@ -174,6 +180,11 @@ class BaseEnvConfig:
             return cls(**values)
         except ValueError as exc:
             raise ValueError(f"env_type {env_type!r}: {exc}") from None
+
+
+def draws_images(env_cls: type) -> bool:
+    """Whether an env class overrides `BaseEnv.render_image` (so it accepts render_mode rgb_array)."""
+    return getattr(env_cls, "render_image", None) is not getattr(BaseEnv, "render_image")
 
 
 def _plain(value: Any) -> Any:
@@ -217,6 +228,9 @@ class BaseEnv(ABC):
             raise TypeError(f"{type(self).__name__}: pass either a config object or keyword fields, not both")
         if not isinstance(config, self.config_cls):
             raise TypeError(f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(config).__name__}")
+        if config.render_mode == "rgb_array" and not draws_images(type(self)):
+            raise config_error("render_mode", f"{type(self).__name__} renders text only; 'rgb_array' needs an env "
+                                              "that draws its board (sokoban, frozen_lake)")
         self.config = config
         self.seed: Optional[int] = None
         self.num_turns = 0
@@ -244,6 +258,11 @@ class BaseEnv(ABC):
     @abstractmethod
     def default_instruction(self) -> str:
         """Rules of the game, used when ``env_config.env_instruction`` is not set."""
+
+    def render_image(self) -> Any:
+        """The current state as an RGB image (numpy uint8 `[H, W, 3]`), the same board as `render`; what
+        `render_mode: rgb_array` observes. Envs that can draw themselves override it."""
+        raise NotImplementedError(f"{type(self).__name__} has no image render")
 
     def state_key(self) -> str:
         """A string that is equal for two moments of play exactly when the game is in the same state:
@@ -297,7 +316,7 @@ class BaseEnv(ABC):
     def metrics_agg_mode(self) -> dict[str, str]:
         return {**BASE_METRICS_AGG_MODE, **self.extra_metrics_agg_mode}
 
-    def reset(self, seed: Optional[int] = None) -> tuple[str, dict[str, Any]]:
+    def reset(self, seed: Optional[int] = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode. The same seed gives the same game and, for the same actions, the same
         episode in any process; ``seed=None`` draws one (reported in ``info["seed"]``)."""
         if seed is None:
@@ -315,7 +334,7 @@ class BaseEnv(ABC):
         self._last_move_line = ""
         return self.observation_text(), {"env_instruction": self.env_instruction, "seed": seed}
 
-    def step(self, action_text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action_text: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Play one turn from the model's raw text. Never raises on any text."""
         if not self._started:
             raise RuntimeError(f"{type(self).__name__}.step() called before reset()")
@@ -356,8 +375,11 @@ class BaseEnv(ABC):
         }
         return self.observation_text(), float(outcome.reward), outcome.terminated, truncated, info
 
-    def observation_text(self) -> str:
-        """What reset and step return: the render, and describe_last_move's line after the first turn."""
+    def observation_text(self) -> Any:
+        """What reset and step return: the render, and describe_last_move's line after the first turn;
+        with render_mode rgb_array the board's image instead."""
+        if self.config.render_mode == "rgb_array":
+            return self.render_image()
         if self._last_move_line:
             return f"{self.render()}\n{self._last_move_line}"
         return self.render()

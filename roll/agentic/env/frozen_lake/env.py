@@ -10,6 +10,7 @@ from collections import deque
 from typing import Optional
 
 from roll.agentic.env.base import BaseEnv, StepOutcome
+from roll.agentic.env.grid_image import FROZEN_LAKE_TILES, draw_grid
 from roll.agentic.env.frozen_lake.config import (
     FROZEN,
     GOAL,
@@ -162,21 +163,22 @@ class FrozenLakeEnv(BaseEnv):
         # the map and the player's cell are the whole state (slipping is the env's randomness, not state)
         return f"{'/'.join(self.desc)}@{self.player[0]},{self.player[1]}"
 
+    def cell_codes(self) -> list[list[int]]:
+        """The map as grid_lookup codes (0 player ... 5 player on goal)."""
+        code = {"S": FROZEN, "F": FROZEN, "H": HOLE, "G": GOAL}
+        on = {"H": PLAYER_IN_HOLE, "G": PLAYER_ON_GOAL}
+        return [[on.get(letter, PLAYER) if (r, c) == self.player else code[letter] for c, letter in enumerate(row)]
+                for r, row in enumerate(self.desc)]
+
     def render(self) -> str:
         lookup = self.config.grid_lookup
-        code = {"S": FROZEN, "F": FROZEN, "H": HOLE, "G": GOAL}
-        lines = []
-        for r, row in enumerate(self.desc):
-            cells = []
-            for c, letter in enumerate(row):
-                if (r, c) == self.player:
-                    cells.append(lookup[{"H": PLAYER_IN_HOLE, "G": PLAYER_ON_GOAL}.get(letter, PLAYER)])
-                else:
-                    cells.append(lookup[code[letter]])
-            lines.append(self.config.cell_separator.join(cells))
+        lines = [self.config.cell_separator.join(lookup[code] for code in row) for row in self.cell_codes()]
         if self.config.describe_surroundings:
             lines.append(self._surroundings())
         return "\n".join(lines)
+
+    def render_image(self):
+        return draw_grid(self.cell_codes(), FROZEN_LAKE_TILES)
 
     def _surroundings(self) -> str:
         """What one move in each direction reaches, in action order: "Left: edge, Down: hole, ..."."""

@@ -6,6 +6,7 @@ import random
 from typing import Optional
 
 from roll.agentic.env.base import BaseEnv, StepOutcome
+from roll.agentic.env.grid_image import SOKOBAN_TILES, draw_grid
 from roll.agentic.env.sokoban.config import (
     BOX,
     BOX_ON_TARGET,
@@ -129,6 +130,9 @@ class SokobanEnv(BaseEnv):
         if not self.config.describe_surroundings:
             return grid
         return "\n".join([grid, self._surroundings(), *self._box_lines()])
+
+    def render_image(self):
+        return draw_grid(self.cell_codes(), SOKOBAN_TILES)
 
     def _surroundings(self) -> str:
         """What one move in each direction does, in action order."""
