@@ -50,6 +50,14 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny_llama") / "model", arch="llama")
 
 
+@pytest.fixture(scope="session")
+def tiny_vl_dir(tmp_path_factory) -> Path:
+    """A tiny Qwen2.5-VL (vision tower, 3-D rope) with Qwen's vision tokens and its image processor."""
+    from roll.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_qwen2_5_vl") / "model", arch="qwen2_5_vl")
+
+
 def start_ray():
     """A real local Ray with its own temp dir and no auth, unless one is already running."""
     import ray

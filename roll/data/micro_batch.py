@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from roll.data.batch import Batch
+from roll.data.vision import VisionInputs, batch_vision
 
 
 @dataclass
@@ -28,6 +29,7 @@ class MicroBatch:
     position_ids: Tensor  # [rows, width]
     segments: list[tuple[int, int, int]]  # (row, start, length) of each sample
     out_width: int  # width of the per-sample tensors `unpack` and `gather` return
+    vision: VisionInputs | None = None  # the samples' images, in row order (vision-language samples)
 
     @property
     def num_samples(self) -> int:
@@ -42,7 +44,18 @@ class MicroBatch:
         # No attention mask: right-padded rows need none under causal attention (see rows_micro_batch),
         # and for packed rows transformers builds the block-diagonal mask from the restarting
         # position_ids. use_cache=False matters for packing: with a cache it attends across samples.
-        return {"input_ids": self.input_ids, "position_ids": self.position_ids, "attention_mask": None, "use_cache": False}
+        inputs = {"input_ids": self.input_ids, "position_ids": self.position_ids, "attention_mask": None, "use_cache": False}
+        if self.vision is not None:
+            # the strategy replaces position_ids by the model's 3-D rope positions (roll/models/vision.py)
+            inputs.update(pixel_values=self.vision.pixel_values, image_grid_thw=self.vision.image_grid_thw)
+        return inputs
+
+    def row_lengths(self) -> list[int]:
+        """Real tokens in each row (rows are right-padded)."""
+        lengths = [0] * self.input_ids.shape[0]
+        for row, start, length in self.segments:
+            lengths[row] = max(lengths[row], start + length)
+        return lengths
 
     def unpack(self, aligned: Tensor) -> Tensor:
         """[rows, width, ...] token-aligned row outputs → [num_samples, out_width, ...], 0 on padding.
@@ -129,6 +142,7 @@ def rows_micro_batch(batch: Batch, indices: list[int], width: int, lengths: list
         position_ids=pos,
         segments=[(r, 0, lengths[i]) for r, i in enumerate(indices)],
         out_width=width,
+        vision=batch_vision(batch.meta, indices),
     )
 
 

@@ -7,7 +7,9 @@ boundaries). This is the library's behaviour, not ours: tests/data/test_sequence
 packed logits with separate ones so that a regression in transformers is caught.
 
 Rows are filled first-fit-decreasing up to `max_packed_length` tokens; a sample longer than that gets a
-row of its own. Each micro-batch is one row (batch dimension 1).
+row of its own. Each micro-batch is one row (batch dimension 1). A batch of vision-language samples
+(`meta["vision"]`) is not packed: each sample gets its own row, because 3-D rope positions restart
+per sample in a way transformers cannot read as packed boundaries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from roll.data.batch import Batch
 from roll.data.micro_batch import MicroBatch, position_ids_of, sample_lengths
+from roll.data.vision import batch_vision
 
 
 def plan_packing(lengths: list[int], max_packed_length: int, min_num_rows: int = 1) -> list[list[int]]:
@@ -69,10 +72,13 @@ def pack_row(batch: Batch, indices: list[int], lengths: list[int], pad_token_id:
         position_ids=torch.cat(pos_parts)[None, :],
         segments=segments,
         out_width=max([lengths[i] for i in indices], default=1),
+        vision=batch_vision(batch.meta, indices),
     )
 
 
 def split_packed(batch: Batch, max_packed_length: int, min_num_micro_batches: int = 1) -> list[MicroBatch]:
     """One packed row per micro-batch, covering every sample of `batch` exactly once."""
     lengths = sample_lengths(batch.tensors["attention_mask"])
+    if any(v is not None for v in batch.meta.get("vision", ())):
+        return [pack_row(batch, [i], lengths) for i in range(len(lengths))]
     return [pack_row(batch, row, lengths) for row in plan_packing(lengths, max_packed_length, min_num_micro_batches)]

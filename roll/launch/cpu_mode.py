@@ -3,8 +3,9 @@
 Inference runs `hf_infer` (actor_infer keeps `vllm` where vLLM's CPU build is installed in this
 Python; elsewhere the change line says how to install it), training `hf_train`, one worker per role,
 `sdpa` attention, fp32; the batch becomes a few groups and the lengths shrink; the model becomes the
-embedded default unless `pretrain=` was given on the command line; paths this machine cannot write
-move under output_dir. Every change is
+embedded default unless `pretrain=` was given on the command line (the tiny random Qwen2.5-VL when the
+envs observe images: `render_mode: rgb_array`, played by VLTrajEnvManager; the embedded model reads text
+only); paths this machine cannot write move under output_dir. Every change is
 returned as one line `key: old -> new`, which the launcher prints.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roll.models.embedded import EMBEDDED_MODEL_NAME
+from roll.models.tiny import TINY_VL_MODEL_NAME
 from roll.strategies.registry import strategy_facts, strategy_problem
 
 if TYPE_CHECKING:
@@ -69,13 +71,19 @@ def adjust_for_cpu(config: "AgenticConfig", keep_pretrain: bool) -> list[str]:
     """Changes `config` in place for a CPU run; returns one line per changed key."""
     changes = _Changes()
     if not keep_pretrain:
-        changes.set(config, "pretrain", EMBEDDED_MODEL_NAME, "pretrain")
+        changes.set(config, "pretrain", TINY_VL_MODEL_NAME if observes_images(config) else EMBEDDED_MODEL_NAME, "pretrain")
     if config.reward_pretrain is not None:
         changes.set(config, "reward_pretrain", config.pretrain, "reward_pretrain")
     _adjust_envs(config, changes)
     _adjust_workers(config, changes)
     _adjust_paths(config, changes)
     return changes.lines
+
+
+def observes_images(config: "AgenticConfig") -> bool:
+    """Whether an env the run plays renders images (its model must be a vision-language one)."""
+    tags = set(config.train_env_manager.tags) | set(config.val_env_manager.tags)
+    return any(config.custom_envs[tag].env_config.get("render_mode") == "rgb_array" for tag in tags if tag in config.custom_envs)
 
 
 def _adjust_envs(config: "AgenticConfig", changes: _Changes) -> None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from roll.algorithms.logprobs import CHUNK_ELEMENTS
 from roll.configs.errors import ConfigError
+from roll.models.vision import is_vision_language
 from roll.strategies.engine_budget import CONFIG_PREFIX, budget_for_run
 from roll.strategies.hf_train import PLAIN_HEAD_MODEL_TYPES
 from roll.strategies.registry import scoring_strategy
@@ -83,18 +84,20 @@ class RoleEstimate:
 def model_facts(path: str) -> ModelFacts:
     """Parameter count and shapes of the model at `path`, built on the meta device (no weights read)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
-    cfg = AutoConfig.from_pretrained(path)
+    top = AutoConfig.from_pretrained(path)
+    auto = AutoModelForImageTextToText if is_vision_language(top) else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(top)
     params = sum(p.numel() for p in model.parameters())  # parameters() lists tied weights once
+    cfg = top.get_text_config()  # a vision-language model's shapes are its language model's
     heads = cfg.num_attention_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     return ModelFacts(params=params, layers=cfg.num_hidden_layers, hidden=cfg.hidden_size,
                       intermediate=getattr(cfg, "intermediate_size", 4 * cfg.hidden_size), vocab=cfg.vocab_size,
                       kv_heads=getattr(cfg, "num_key_value_heads", None) or heads, head_dim=head_dim,
-                      model_type=cfg.model_type)
+                      model_type=top.model_type)
 
 
 def micro_batch_tokens(worker: "WorkerConfig", sequence_length: int, training: bool) -> int:

@@ -138,7 +138,7 @@ MODEL: dict[str, RollKey] = {
     "ulysses_size": RollKey("no sequence parallelism", _is(1, None),
                             "Ulysses sequence parallelism is not implemented in roll; use ulysses_size: 1 "
                             "(--cpu sets it)"),
-    "vision_dp": RollKey("roll trains text models", _falsy, "vision models are not supported by roll"),
+    "vision_dp": RollKey("each worker runs the vision tower on its own samples' images"),
 }
 
 GENERATING: dict[str, RollKey] = {

@@ -18,7 +18,6 @@ from roll.configs.errors import ConfigError
 from roll.launch.cpu_mode import writable
 from roll.launch.memory_estimate import check_memory
 from roll.models.resolve import resolve_model_path
-from roll.pipeline.agentic.env_manager.chat_tokens import ChatTokens
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.rollout_dump import MOCK_MODES, dumped_steps
 from roll.strategies.registry import strategy_problem
@@ -164,7 +163,7 @@ def check_first_prompts(config: "AgenticConfig") -> None:
                 manager_cls = TrajEnvManager
             manager = manager_cls(tag, config.custom_envs[tag], manager_config, tokenizer, proxy=None,
                                   sequence_length=config.sequence_length)
-            length = _first_prompt_length(manager, config.seed, ChatTokens(tokenizer))
+            length = _first_prompt_length(manager, config.seed)
             if length >= config.sequence_length:
                 raise ConfigError(
                     f"sequence_length={config.sequence_length} cannot hold the first prompt of env {tag!r}, which is "
@@ -174,7 +173,7 @@ def check_first_prompts(config: "AgenticConfig") -> None:
                 )
 
 
-def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
+def _first_prompt_length(manager: Any, seed: int) -> int:
     """The manager's own first prompt (its templates and env), without generating."""
     where = f"custom_envs.{manager.tag} (env_type {manager.spec.env_type!r})"
     try:
@@ -189,7 +188,8 @@ def _first_prompt_length(manager: Any, seed: int, chat: Any) -> int:
         instruction = manager.spec.env_instruction or info.get("env_instruction", "")
         manager.env = env  # a manager may build the prompt from its env (AgentNativeStepEnvManager)
         try:
-            return len(chat.start(manager.first_messages(instruction, observation)))
+            # the manager's own chat: a vision manager counts its images' placeholder tokens
+            return len(manager._new_chat().start(manager.first_messages(instruction, observation)))
         except ValueError as exc:  # a template field the manager does not fill
             raise ConfigError(str(exc)) from None
     finally:

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from roll.agentic.env import get_env_cls
+from roll.agentic.env.base import draws_images
 from roll.agentic.env.policies import SFT_POLICIES, TOOL_POLICY
 from roll.algorithms import ADV_ESTIMATORS, CORRECTION_LEVELS, KL_KINDS, LOSS_AGG_MODES, NORM_METHODS, NORM_TYPES, PG_VARIANTS
 from roll.configs.errors import ConfigError, did_you_mean
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from roll.configs.agentic_config import AgenticConfig, CustomEnvConfig, EnvManagerConfig
 
 PROXY_ENV_MANAGER = "roll.pipeline.agentic.env_manager.proxy_env_manager.ProxyEnvManager"
+VL_ENV_MANAGER = "roll.pipeline.agentic.env_manager.vl_traj_env_manager.VLTrajEnvManager"
 
 # A registry (roll.utils.registry) is read when the check runs, so names a user registered count.
 CHOICES = {
@@ -305,7 +307,15 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{where}.env_config: {error}") from None
         _warn_if_a_broken_reply_pays(where, env_cls.idle_move_reward, env_config)
-        _check_agent_runner(where, spec, _check_env_manager_cls(where, spec.env_manager_cls))
+        manager_cls = _check_env_manager_cls(where, spec.env_manager_cls)
+        _check_agent_runner(where, spec, manager_cls)
+        if env_config.render_mode == "rgb_array":
+            _require(draws_images(env_cls), f"{where}.env_config.render_mode: env_type {spec.env_type!r} renders text "
+                                            "only; rgb_array needs an env that draws its board (sokoban, frozen_lake)")
+            _require(getattr(manager_cls, "image_observations", False),
+                     f"{where}.env_config.render_mode: rgb_array observations are images, and env_manager_cls "
+                     f"{spec.env_manager_cls} shows text; use env_manager_cls {VL_ENV_MANAGER} (a vision-language "
+                     "model) or render_mode: text")
 
 
 def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) -> None:

@@ -90,6 +90,17 @@ def sample_tokens(logits: torch.Tensor, params: list[SamplingParams], generators
     return tokens, logp.gather(1, tokens[:, None])[:, 0]
 
 
+def finish_reason(output_ids: list[int], sampling: SamplingParams, eos: set[int],
+                  decode_text: Callable[[list[int]], str]) -> str | None:
+    """Why generation stops after the newest token: "stop" (an eos token, or a stop string in the decoded
+    output), "length" (max_new_tokens reached), or None (it goes on)."""
+    if output_ids[-1] in eos:
+        return "stop"
+    if sampling.stop_strings and any(stop in decode_text(output_ids) for stop in sampling.stop_strings):
+        return "stop"
+    return "length" if len(output_ids) >= sampling.max_new_tokens else None
+
+
 MIN_SHARED_PREFIX = 16  # shorter shared prefixes are not worth a copy
 
 
@@ -326,13 +337,7 @@ class DecodeEngine:
         for s, tok, lp in zip(seqs, tokens.tolist(), logps.tolist()):
             s.output_ids.append(tok)
             s.logprobs.append(lp)
-            stops = s.request.sampling.stop_strings
-            if tok in self.eos:
-                s.finish_reason = "stop"
-            elif stops and any(stop in self.decode_text(s.output_ids) for stop in stops):
-                s.finish_reason = "stop"
-            elif len(s.output_ids) >= s.request.sampling.max_new_tokens:
-                s.finish_reason = "length"
+            s.finish_reason = finish_reason(s.output_ids, s.request.sampling, self.eos, self.decode_text)
 
     def _settle(self, s: _Sequence) -> None:
         """The slot now holds prompt + all outputs but the last (which was sampled, never fed)."""

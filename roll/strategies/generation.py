@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from roll.data.vision import VisionInputs
+
 if TYPE_CHECKING:
     from roll.configs.worker_config import GeneratingArgs
 
@@ -81,6 +83,8 @@ class GenerationRequest:
         session.
     messages: the conversation so far as chat messages, for proxies that speak a chat API instead
         of token ids; engines that take ids ignore it.
+    vision: the prompt's images (processed pixels and grids, in the order of the image placeholder
+        tokens in input_ids) for a vision-language model; None for a text prompt.
     """
 
     input_ids: list[int]
@@ -88,6 +92,7 @@ class GenerationRequest:
     request_id: str | None = None
     session_id: str | None = None
     messages: list[dict[str, str]] | None = None
+    vision: VisionInputs | None = None
 
     def __post_init__(self) -> None:
         if not self.input_ids:
@@ -123,3 +128,10 @@ class GenerationResult:
             raise ValueError(f"finish_reason must be one of {FINISH_REASONS}, got {self.finish_reason!r}")
         if len(self.logprobs) != len(self.output_ids):
             raise ValueError(f"result {self.request_id!r}: {len(self.logprobs)} log-probs for {len(self.output_ids)} tokens")
+
+
+def refuse_images(requests: list[GenerationRequest], strategy: str) -> None:
+    """For engines that take token ids only: a request with images would be generated blind to them."""
+    if any(req.vision is not None for req in requests):
+        raise ValueError(f"actor_infer strategy {strategy} does not take images yet; vision-language env managers "
+                         "(VLTrajEnvManager) generate with strategy_name: hf_infer")

@@ -3,7 +3,8 @@
 The strategy owns the model and the tokenizer and hands generation to `DecodeEngine` (continuous
 batching, per-episode KV cache kept between turns, a fixed KV budget: roll/strategies/engine_budget.py).
 It is a small adapter:
-`generate`, `release`, `load_state_dict`, `state_dict`.
+`generate`, `release`, `load_state_dict`, `state_dict`. A vision-language model (Qwen2.5-VL) generates
+through `VisionEngine` instead (vision_engine.py: images in the prompt, 3-D rope positions).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
+from roll.models.vision import is_vision_language, load_lm
 from roll.strategies.decode_engine import DecodeEngine
 from roll.strategies.engine_budget import EngineBudget, with_config
 from roll.strategies.generation import GenerationRequest, GenerationResult
+from roll.strategies.vision_engine import VisionEngine
 from roll.utils.weight_checksum import state_checksums
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -55,12 +58,17 @@ class HFInferStrategy:
         kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
         if attn_implementation:
             kwargs["attn_implementation"] = "flash_attention_2" if attn_implementation == "fa2" else attn_implementation
-        self.model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(device).eval()
+        self.model = load_lm(path, **kwargs).to(device).eval()
         self.model.requires_grad_(False)
+        decode_text = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+        if is_vision_language(self.model.config):
+            self.engine = VisionEngine(self.model, eos_token_ids(self.model, self.tokenizer), decode_text,
+                                       max_model_len=self.budget.max_model_len, seed=seed)
+            return
         self.engine = DecodeEngine(
             self.model,
             eos_token_ids(self.model, self.tokenizer),
-            decode_text=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False),
+            decode_text=decode_text,
             max_batch_size=max_batch_size,
             max_prefill_tokens=self.budget.max_num_batched_tokens,
             max_sessions=self.budget.max_num_seqs,

@@ -16,11 +16,12 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, get_scheduler
+from transformers import AutoConfig, AutoModelForTokenClassification, get_scheduler
 
 from roll.algorithms.head_logprobs import head_logprobs_for_input_ids
 from roll.configs.worker_config import ModelArgs, TrainingArgs
 from roll.data.micro_batch import MicroBatch
+from roll.models.vision import load_lm, rope_position_ids
 from roll.strategies.shared_prefix import forward_in_prefix_groups, plan_prefix_groups
 from roll.utils.checkpoint import load_safetensors_dir
 from roll.utils.weight_checksum import state_checksums
@@ -40,13 +41,14 @@ def default_device() -> torch.device:
 
 
 def build_model(model_path: str, kind: str, model_args: ModelArgs) -> nn.Module:
-    """The fp32 model to train: a causal LM (`kind="causal_lm"`) or a scalar value head (`kind="value"`)."""
+    """The fp32 model to train: a causal LM or vision-language model (`kind="causal_lm"`), or a scalar
+    value head (`kind="value"`)."""
     if model_args.dtype not in DTYPES:
         raise ValueError(f"model_args.dtype must be one of {sorted(DTYPES)}, got {model_args.dtype!r}")
     attn = ATTN_ALIASES.get(model_args.attn_implementation, model_args.attn_implementation) or "sdpa"
     common: dict[str, Any] = {"dtype": torch.float32, "attn_implementation": attn}
     if kind == "causal_lm":
-        model = AutoModelForCausalLM.from_pretrained(model_path, **common)
+        model = load_lm(model_path, **common)
     elif kind == "value":
         # classifier_dropout=0: the default 0.1 dropout would make values differ between passes.
         config = AutoConfig.from_pretrained(model_path, num_labels=1)
@@ -203,7 +205,11 @@ class HFTrainStrategy:
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
     def _model_inputs(self, mb: MicroBatch) -> dict:
-        return {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        inputs = {k: (v.to(self.device) if isinstance(v, Tensor) else v) for k, v in mb.model_inputs().items()}
+        if mb.vision is not None:  # images in the rows: the model's 3-D rope positions replace the 1-D ones
+            inputs["position_ids"], _ = rope_position_ids(self.model, inputs["input_ids"], inputs["image_grid_thw"],
+                                                          mb.row_lengths())
+        return inputs
 
     def forward(self, mb: MicroBatch) -> Tensor:
         """Logits `[rows, width, vocab]` (value models: `[rows, width, 1]`) in fp32."""
@@ -221,7 +227,8 @@ class HFTrainStrategy:
         if type(head) is not nn.Linear or self.model.config.model_type not in PLAIN_HEAD_MODEL_TYPES:
             return None
         inputs = self._model_inputs(mb)
-        groups = plan_prefix_groups(mb) if self.can_share_prefix() else None
+        # rows with images run whole: a shared prefix's cache would need the images' features sliced with it
+        groups = plan_prefix_groups(mb) if self.can_share_prefix() and mb.vision is None else None
         # the model's own forward with lm_head swapped for the identity: its "logits" are the hidden states
         self.model.set_output_embeddings(nn.Identity())
         try:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams, refuse_images
 from roll.strategies.registry import strategy_problem
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -151,6 +151,7 @@ class SGLangInferStrategy:
         return future.result()
 
     def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
+        refuse_images(requests, "sglang")
         future: Future = Future()
         self._jobs.put(("generate", requests, future))
         return future.result(timeout)

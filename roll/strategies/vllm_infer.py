@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig
 
-from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
+from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams, refuse_images
 from roll.strategies.registry import strategy_problem
 from roll.utils.weight_checksum import tensor_checksum
 
@@ -192,6 +192,7 @@ class VLLMInferStrategy:
     # ---- the contract ---------------------------------------------------------------------------
     def generate(self, requests: list[GenerationRequest], timeout: float | None = None) -> list[GenerationResult]:
         """Blocks until every request is done. Thread-safe; concurrent callers share engine steps."""
+        refuse_images(requests, "vllm")
         pending = [_Pending(request=req, engine_id=f"roll-{next(self._ids)}") for req in requests]
         with self._cond:
             if self._stopping:

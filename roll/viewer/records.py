@@ -68,7 +68,10 @@ class TrajectoryRecorder:
     def record(self, batch: Batch, i: int, step: int, kind: str) -> dict[str, Any]:
         row: dict[str, Any] = {"kind": kind, "step": step}
         # every meta column: the trajectory's fields and any extras a user's env manager added
-        row.update({key: _plain(batch.meta[key][i]) for key in batch.meta})
+        row.update({key: _plain(batch.meta[key][i]) for key in batch.meta if key != "vision"})
+        if "vision" in batch.meta:  # the pixels stay out of the JSON: the replayed boards below show the same
+            vision = batch.meta["vision"][i]
+            row["images"] = vision.num_images if vision is not None else 0
         row["score"] = float(batch["scores"][i])
         if "response_level_rewards" in batch:
             row["reward"] = float(batch["response_level_rewards"][i])
@@ -94,6 +97,8 @@ class TrajectoryRecorder:
         env_kwargs = dict(spec.env_config)  # as the env manager builds it (env_manager/traj_env_manager.py)
         if self.format_penalty[kind] is not None:
             env_kwargs["format_penalty"] = self.format_penalty[kind]
+        if env_kwargs.get("render_mode") == "rgb_array":
+            env_kwargs["render_mode"] = "text"  # the report shows boards as text: the same board the image drew
         try:
             env = make_env(spec.env_type, **env_kwargs)
             board, _ = env.reset(row["env_seed"])

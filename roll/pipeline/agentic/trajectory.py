@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from roll.data.vision import VisionInputs
+
 STOP_REASONS = ("terminated", "truncated", "max_steps", "sequence_length")
 FAILURE_KINDS = ("env_error", "env_timeout", "generation_error", "episode_error", "worker_error", "worker_died", "infer_worker_died")
 
@@ -88,6 +90,8 @@ class Trajectory:
             `random_action_rate` instead of the policy; None when the run does not explore.
         weight_version: the oldest policy-weight version that generated any of its tokens (-1: not
             known, e.g. an external server); async training measures staleness with it.
+        vision: the images of a vision-language sample (VisionInputs: processed pixels and grids, in
+            the order their placeholder tokens appear in input_ids); None for a text sample.
         extras: further per-sample values a custom manager attaches, by name; each name becomes a
             `batch.meta` column (None for samples that lack it). Names must not shadow a field.
 
@@ -116,6 +120,7 @@ class Trajectory:
     turn_state_keys: list[str] | None = None
     random_turns: list[int] | None = None
     weight_version: int = -1
+    vision: VisionInputs | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     env_id: int = -1
     time_s: float = 0.0

@@ -18,7 +18,8 @@ META_FIELDS = ("traj_id", "traj_group_id", "tag", "env_seed", "messages", "env_m
 
 def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
     """Right-padded `[B, L]` tensors per docs/internals.md (input_ids, attention_mask, position_ids,
-    response_mask, infer_logprobs), `scores [B]`, and META_FIELDS plus every `extras` name as meta."""
+    response_mask, infer_logprobs), `scores [B]`, and META_FIELDS plus every `extras` name as meta, plus
+    `vision` (each sample's VisionInputs or None) when any sample has images."""
     if not trajs:
         raise ValueError("no trajectories to batch")
     width = max(len(t.input_ids) for t in trajs)
@@ -38,6 +39,8 @@ def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
         "scores": torch.tensor([t.score for t in trajs], dtype=torch.float32),
     }
     meta = {name: [getattr(t, name) for t in trajs] for name in META_FIELDS}
+    if any(t.vision is not None for t in trajs):  # only vision-language batches carry the column
+        meta["vision"] = [t.vision for t in trajs]
     extra_names = sorted({name for t in trajs for name in t.extras})
     clashes = [name for name in extra_names if name in meta or name in tensors]
     if clashes:
