@@ -9,7 +9,8 @@ cached rope offsets. No KV cache is kept between an episode's turns: each turn's
 whole, which is exact and simple, and slower than the decode engine's session reuse (hf_infer is the
 CPU and debugging engine; a VL model's prompt is short next to its images' vision-tower cost).
 
-Same interface as DecodeEngine where hf_infer uses it: generate, release, reset_cache, stop, stats.
+The model's vision tokens (image placeholder, vision start/end) are never sampled: they stand for
+images, which a reply cannot carry. Same interface as DecodeEngine where hf_infer uses it: generate, release, reset_cache, stop, stats.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from roll.models.vision import rope_position_ids
 from roll.strategies.decode_engine import finish_reason, sample_tokens
 from roll.strategies.generation import GenerationRequest, GenerationResult
 
+VISION_TOKEN_KEYS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+
 
 class VisionEngine:
     def __init__(self, model: torch.nn.Module, eos_token_ids: list[int], decode_text: Callable[[list[int]], str],
@@ -34,6 +37,10 @@ class VisionEngine:
         self.eos = set(int(t) for t in eos_token_ids)
         self.decode_text = decode_text
         self.max_model_len, self.seed = max_model_len, seed
+        # a generated image placeholder would be an image without pixels (the model and the trainer would
+        # match the prompt's images to the wrong placeholders): the vision tokens are never sampled
+        self.vision_token_ids = [getattr(model.config, key) for key in VISION_TOKEN_KEYS
+                                 if getattr(model.config, key, None) is not None]
         self.weight_version = 0
         self.lock = threading.Lock()  # one request at a time: the model's forward is not re-entrant here
         self.stats = {"prefill_tokens": 0, "cached_tokens": 0, "decode_tokens": 0, "prefill_s": 0.0, "decode_s": 0.0}
@@ -66,7 +73,11 @@ class VisionEngine:
         start = time.perf_counter()
         while reason is None:
             logits = self.model(**inputs, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1].float()
-            token, logp = sample_tokens(logits, [req.sampling], [generator])
+            allowed = logits.clone()
+            allowed[:, self.vision_token_ids] = float("-inf")
+            token, _ = sample_tokens(allowed, [req.sampling], [generator])
+            # the recorded log-prob is the model's own (what the trainer recomputes), not the masked one
+            logp = torch.log_softmax(logits, dim=-1).gather(1, token[:, None])[:, 0]
             output_ids.append(int(token[0]))
             logprobs.append(float(logp[0]))
             reason = finish_reason(output_ids, req.sampling, self.eos, self.decode_text)

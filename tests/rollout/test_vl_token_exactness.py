@@ -56,6 +56,8 @@ def test_the_ids_hold_each_turns_image_as_its_placeholder_tokens(episodes, tiny_
         per_image = traj.vision.image_grid_thw.prod(dim=1) // processor.merge_size**2
         assert traj.input_ids.count(image_id) == int(per_image.sum())
         assert sum(traj.response_mask) == traj.generated_tokens > 0
+        # the policy never writes an image placeholder (it would be an image without pixels)
+        assert not any(t == image_id for t, m in zip(traj.input_ids, traj.response_mask) if m)
         # the stored chat shows where the images are, without their pixels
         users = [m for m in traj.messages if m["role"] == "user"]
         assert [part for m in users for part in m["content"] if part["type"] == "image"] == [{"type": "image"}] * turns
