@@ -116,7 +116,7 @@ def _adjust_workers(config: "AgenticConfig", changes: _Changes) -> None:
         if worker is None:
             continue
         current = worker.strategy_args.strategy_name
-        if role == "actor_infer" and current in CPU_GENERATORS:
+        if role == "actor_infer" and current in CPU_GENERATORS and not observes_images(config):  # vLLM takes no images here
             if strategy_problem(current, cuda=False) is None:
                 strategy = current  # installed here: the config's own generator, with its strategy_config
             else:

@@ -58,6 +58,7 @@ def validate(config: "AgenticConfig") -> None:
     _check_deepspeed(config)
     _check_fsdp2(config)
     _fill_worker_defaults(config)
+    _check_image_envs(config)
     _check_engine_budget(config)
     for name in ("train_env_manager", "val_env_manager"):
         _check_env_manager(config, name, getattr(config, name))
@@ -316,6 +317,16 @@ def _check_custom_envs(config: "AgenticConfig") -> None:
                      f"{where}.env_config.render_mode: rgb_array observations are images, and env_manager_cls "
                      f"{spec.env_manager_cls} shows text; use env_manager_cls {VL_ENV_MANAGER} (a vision-language "
                      "model) or render_mode: text")
+
+
+def _check_image_envs(config: "AgenticConfig") -> None:
+    """Envs that observe images (render_mode rgb_array) need an inference engine that takes images."""
+    tags = sorted({*config.train_env_manager.tags, *config.val_env_manager.tags} & set(config.custom_envs))
+    seeing = [t for t in tags if config.custom_envs[t].env_config.get("render_mode") == "rgb_array"]
+    strategy = config.actor_infer.strategy_args.strategy_name
+    _require(not seeing or strategy == "hf_infer",
+             f"actor_infer.strategy_args.strategy_name: {strategy} does not take images yet, and custom_envs {seeing} "
+             "observe images (render_mode rgb_array); use hf_infer (--cpu sets it)")
 
 
 def _check_agent_runner(where: str, spec: "CustomEnvConfig", manager_cls: type) -> None:

@@ -21,15 +21,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (
-    AutoModelForCausalLM,
-    AutoModelForImageTextToText,
-    LlamaConfig,
-    PreTrainedTokenizerFast,
-    Qwen2_5_VLConfig,
-    Qwen2Config,
-    Qwen2VLImageProcessorPil,
-)
+from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
 from roll.models.embedded import CHATML_TEMPLATE, build_model_folder_once, cache_root  # the same ChatML as the embedded SmolLM2
 
@@ -137,6 +129,9 @@ def build_tiny_model(
 
 def _build_tiny_vl_model(output_dir: Path, tokenizer: PreTrainedTokenizerFast, hidden_size: int, num_layers: int,
                          num_heads: int, num_kv_heads: int, seed: int) -> Path:
+    # imported here: the launcher imports this module, and most runs never build a vision model
+    from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig, Qwen2VLImageProcessorPil
+
     ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"),
         ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"))}
