@@ -1,6 +1,8 @@
 """Dynamic batching: micro-batches cut by a token budget, each padded only to its own longest sample.
 
-Samples are sorted by length (longest first) so that neighbours have similar lengths, then a
+Samples are sorted by length (longest first) so that neighbours have similar lengths, samples of equal
+length by their tokens (so the samples of one prompt, a GRPO group's replies of one length, are
+neighbours and a micro-batch can run that prompt once: roll/strategies/shared_prefix.py), then a
 micro-batch grows while `rows × round_up(longest, sequence_length_round)` stays within
 `max_tokens_per_microbatch`. A sample longer than the budget gets a micro-batch of its own. Results are
 mapped back to the original order by `scatter_to_batch` (roll/data/micro_batch.py), so a caller sees
@@ -19,9 +21,10 @@ def _round_up(n: int, multiple: int) -> int:
 
 def plan_dynamic_batches(
     lengths: list[int], max_tokens_per_microbatch: int, sequence_length_round: int = 1, max_width: int | None = None,
-    min_num_micro_batches: int = 1,
+    min_num_micro_batches: int = 1, tokens: list[list[int]] | None = None,
 ) -> list[tuple[list[int], int]]:
-    """Groups of sample indices and each group's padded width.
+    """Groups of sample indices and each group's padded width; `tokens` (each sample's ids) orders samples
+    of equal length.
 
     `min_num_micro_batches` (data-parallel ranks must run the same number of forward passes) splits the
     most expensive groups in two until there are enough, as far as there are samples."""
@@ -37,7 +40,7 @@ def plan_dynamic_batches(
         width = _round_up(max(max(lengths[i] for i in group), 1), sequence_length_round)
         return min(width, max_width) if max_width else width
 
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], tokens[i] if tokens else i, i))
     groups: list[list[int]] = []
     for i in order:
         if groups and (len(groups[-1]) + 1) * width_of(groups[-1] + [i]) <= max_tokens_per_microbatch:
@@ -60,7 +63,8 @@ def split_dynamic(
 ) -> list[MicroBatch]:
     """Micro-batches of `batch` under a token budget, each padded only to its own longest sample."""
     lengths = sample_lengths(batch.tensors["attention_mask"])
-    plan = plan_dynamic_batches(
-        lengths, max_tokens_per_microbatch, sequence_length_round, batch.tensors["input_ids"].shape[1], min_num_micro_batches
-    )
+    ids = batch.tensors["input_ids"]
+    tokens = [ids[i, :n].tolist() for i, n in enumerate(lengths)]
+    plan = plan_dynamic_batches(lengths, max_tokens_per_microbatch, sequence_length_round, ids.shape[1],
+                                min_num_micro_batches, tokens)
     return [rows_micro_batch(batch, group, width, lengths) for group, width in plan]

@@ -93,3 +93,13 @@ def test_dynamic_batching_cuts_padding_on_mixed_lengths():
     packed = sum(mb.num_tokens for mb in split_packed(batch, 160))
     useful = sum(LENGTHS) * 4
     assert dynamic < 0.75 * plain and packed < 1.1 * useful <= plain
+
+
+def test_samples_of_one_length_and_one_prompt_are_neighbours():
+    # a shuffled mini-batch of GRPO's shape: two prompts (7 and 9), replies of one length
+    prompts = [7, 9, 7, 9, 9, 7, 7, 9]
+    ids = torch.tensor([[p] * 5 + [i] for i, p in enumerate(prompts)])
+    batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    (first, _), (second, _) = plan_dynamic_batches([6] * 8, 24, tokens=ids.tolist())
+    assert {prompts[i] for i in first} == {7} and {prompts[i] for i in second} == {9}
+    assert [sorted(mb.sample_indices) for mb in split_dynamic(batch, 24)] == [sorted(first), sorted(second)]
