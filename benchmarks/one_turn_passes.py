@@ -50,7 +50,7 @@ def one_turn_batch(num_seqs: int, prompt_len: int, shared_len: int, response_len
     ids = torch.randint(0, vocab, (num_seqs, width), generator=g)
     ids[:, :shared_len] = ids[0, :shared_len]
     for first in range(0, num_seqs, group_size):
-        ids[first : first + group_size, :prompt_len] = ids[first, :prompt_len]
+        ids[first : first + group_size, :prompt_len] = ids[first, :prompt_len].clone()
     response = torch.zeros(num_seqs, width, dtype=torch.long)
     response[:, 1 if whole_sample else prompt_len:] = 1
     return Batch({
