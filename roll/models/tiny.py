@@ -118,8 +118,13 @@ def build_tiny_model(
         bos_token_id=tokenizer.bos_token_id,
         tie_word_embeddings=False,
     )
+    return _save_random_model(AutoModelForCausalLM, config, tokenizer, output_dir, seed)
+
+
+def _save_random_model(auto_class, config, tokenizer: PreTrainedTokenizerFast, output_dir: Path, seed: int) -> Path:
+    """A model of `config` with seeded random weights, saved with its tokenizer to `output_dir`."""
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = auto_class.from_config(config, dtype=torch.float32)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(output_dir)
@@ -149,12 +154,7 @@ def _build_tiny_vl_model(output_dir: Path, tokenizer: PreTrainedTokenizerFast, h
                   spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
     config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, eos_token_id=tokenizer.eos_token_id,
                               pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, **ids)
-    torch.manual_seed(seed)
-    model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    _save_random_model(AutoModelForImageTextToText, config, tokenizer, output_dir, seed)
     Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112, patch_size=14, merge_size=2,
                              temporal_patch_size=2).save_pretrained(output_dir)
     return output_dir
