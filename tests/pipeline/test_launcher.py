@@ -33,3 +33,15 @@ def test_unknown_pipeline_class_is_a_config_error(tiny_model_dir):
     result = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert "pipeline_cls" in result.stderr and "roll.nowhere.Pipeline" in result.stderr
+
+
+def test_a_local_cluster_runs_its_workers_at_the_users_priority():
+    # Ray's default puts workers at nice 15; in its own process so the suite's Ray session is not joined
+    probe = ("import os\nfrom roll.launch.cli import init_ray\nimport ray\ninit_ray({})\n"
+             "print('worker niceness', ray.get(ray.remote(lambda: os.nice(0)).remote()), 'driver', os.nice(0))\n"
+             "ray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    driver = int(out.stdout.split()[-1])
+    assert f"worker niceness {driver} driver {driver}" in out.stdout
