@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.trl_venv import has_trl, venv_python
-from benchmarks.vs_trl import (CONFIG_DIR, CONFIG_NAME, TAG, TINY_MODEL, RewardServer, SideBySide, different_settings,
-                               prompt_order_problems, roll_overrides, settings_rows, trl_arguments)
+from benchmarks.vs_trl import (CONFIG_DIR, CONFIG_NAME, TAG, TINY_MODEL, RewardServer, SideBySide, cpu_count,
+                               different_settings, prompt_order_problems, roll_overrides, settings_rows, trl_arguments)
 from roll.agentic.env import make_env
 from roll.launch.loader import load_agentic_config
 from roll.models import resolve_model_path
@@ -28,7 +28,9 @@ def rows_for(side: SideBySide, extra: list[str] = ()) -> list[tuple[str, object,
 
 
 def test_both_sides_get_the_same_settings():
-    side = SideBySide(model=resolve_model_path(TINY_MODEL), steps=3, prompts=4, group=8, max_new_tokens=32)
+    # the threads the script gives both sides (main() sets them to this machine's cores)
+    side = SideBySide(model=resolve_model_path(TINY_MODEL), steps=3, prompts=4, group=8, max_new_tokens=32,
+                      threads=cpu_count())
     rows = {name: (roll, trl) for name, roll, trl in rows_for(side)}
     assert different_settings(list((name, *pair) for name, pair in rows.items())) == []
     assert rows["prompts per step"] == (4, 4) and rows["answers per prompt"] == (8, 8)
@@ -37,7 +39,8 @@ def test_both_sides_get_the_same_settings():
 
 
 def test_a_setting_that_differs_is_named():
-    side = SideBySide(model=resolve_model_path(TINY_MODEL), steps=2, prompts=2, group=4, max_new_tokens=8)
+    side = SideBySide(model=resolve_model_path(TINY_MODEL), steps=2, prompts=2, group=4, max_new_tokens=8,
+                      threads=cpu_count())
     extra = ["actor_train.model_args.disable_gradient_checkpointing=false", "actor_infer.generating_args.top_k=50"]
     assert different_settings(rows_for(side, extra)) == ["sampling (temperature, top_p, top_k)", "gradient checkpointing"]
 
