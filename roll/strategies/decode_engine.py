@@ -263,11 +263,11 @@ class DecodeEngine:
             if not room or (sess is not None and sess.busy):
                 keep.append(s)
                 continue
-            own = _common_prefix(sess.ids, s.prompt) if sess is not None else 0
+            own = common_prefix_length(sess.ids, s.prompt) if sess is not None else 0
             donor, shared = self._best_donor(s.prompt, exclude=s.session_id)
             donor_slot = self.sessions[donor].slot if donor is not None else -1  # before any eviction below
             # a prompt whose shared prefix is being prefilled this very step waits one step, then copies it
-            in_flight = max((_common_prefix(a.prompt, s.prompt) for a in admitted), default=0)
+            in_flight = max((common_prefix_length(a.prompt, s.prompt) for a in admitted), default=0)
             if in_flight >= max(own, shared) + MIN_SHARED_PREFIX:
                 keep.append(s)
                 continue
@@ -300,7 +300,7 @@ class DecodeEngine:
         best, best_len = None, 0
         for sid, sess in self.sessions.items():
             if sid != exclude and sess.ids and sess.ids[0] == prompt[0]:
-                n = _common_prefix(sess.ids, prompt)
+                n = common_prefix_length(sess.ids, prompt)
                 if n > best_len:
                     best, best_len = sid, n
         return best, (best_len if best_len >= MIN_SHARED_PREFIX else 0)
@@ -372,7 +372,7 @@ class DecodeEngine:
         )
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix_length(a: list[int], b: list[int]) -> int:
     """Length of the common prefix, by bisection over C-speed slice comparisons."""
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:

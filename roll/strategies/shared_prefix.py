@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from transformers import DynamicCache
 
 from roll.data.micro_batch import MicroBatch
+from roll.strategies.decode_engine import common_prefix_length
 
 # A few shared tokens save little and cost a second forward call; 16 is a judgement, not a measured
 # break-even (the one-turn prompts here share 72).
@@ -44,9 +45,6 @@ class PrefixGroup:
         return self.prefix + len(self.rows) * (self.width - self.prefix)
 
 
-def _common_length(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def _group(rows: list[int], shared: int, lengths: list[int]) -> PrefixGroup:
@@ -73,7 +71,7 @@ def plan_prefix_groups(mb: MicroBatch) -> list[PrefixGroup] | None:
     lengths = [s[2] for s in mb.segments]
     tokens = [mb.input_ids[r, : lengths[r]].tolist() for r in range(rows)]
     order = sorted(range(rows), key=lambda r: tokens[r])
-    shared_with_previous = [_common_length(tokens[a], tokens[b]) for a, b in zip(order, order[1:])]
+    shared_with_previous = [common_prefix_length(tokens[a], tokens[b]) for a, b in zip(order, order[1:])]
 
     def plan(cut_below: int) -> list[PrefixGroup]:
         groups, current, shared = [], [order[0]], None
