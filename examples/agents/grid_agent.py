@@ -27,17 +27,19 @@ class GridAgent:
         messages = [{"role": "system", "content": "Walk P to G. Call the move tool once per turn, e.g. "
                                                   '<tool_call>{"name": "move", "arguments": {"direction": "Up"}}</tool_call>'},
                     {"role": "user", "content": board(size, me, goal)}]
-        for _ in range(env_config.max_steps):
-            if me == goal:
-                break
+        moved = 0
+        for turns in range(1, env_config.max_steps + 1):
             reply = client.chat.completions.create(model="policy", messages=messages, tools=[MOVE_TOOL],
                                                    max_tokens=env_config.max_tokens_per_step).choices[0].message
             messages.append(reply.model_dump(exclude_none=True))
             if not reply.tool_calls:
                 messages.append({"role": "user", "content": "Call the move tool."})
                 continue
+            moved += 1
             for call in reply.tool_calls:
                 step = MOVES.get(json.loads(call.function.arguments).get("direction"), (0, 0))
                 me = (min(max(me[0] + step[0], 0), size - 1), min(max(me[1] + step[1], 0), size - 1))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": board(size, me, goal)})
-        return {"score": float(me == goal), "metrics": {"success": float(me == goal)}}
+            if me == goal:
+                break
+        return {"score": float(me == goal), "metrics": {"success": float(me == goal), "moved": moved / turns}}

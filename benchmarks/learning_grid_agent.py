@@ -1,0 +1,112 @@
+"""Does a user's own agent learn? The agent in examples/agents/grid_agent.py (the official `openai` client
+with a `move` tool, no roll imports) trained with GRPO on the embedded SmolLM2-135M-Instruct, on CPU.
+
+Runs examples/agents/agent_grid.yaml through the real launcher, then prints the agent's validation success
+at every validation (before step 1 is the untrained model) beside the random-move baseline: the same
+agent code, on the same validation seeds, talking to a roll OpenAI server whose policy answers every call
+with a `move` tool call in a uniformly random direction (8 plays per seed). Extra arguments are Hydra
+overrides:
+
+    python benchmarks/learning_grid_agent.py max_steps=10 eval_steps=5
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CONFIG = ("examples/agents", "agent_grid")
+TAG = "GridAgent"
+RANDOM_PLAYS_PER_SEED = 8
+# every validation episode is saved, so the baseline reads the seeds the agent was validated on
+SAVE_ALL_VAL = "report.val_trajectories=100000"
+MOVE_CALL = '<tool_call>\n{{"name": "move", "arguments": {{"direction": "{answer}"}}}}\n</tool_call>'
+
+
+class RandomMoves:
+    """An engine for roll's OpenAI server: each call answered by roll's random proxy with a move tool call."""
+
+    def __init__(self, tokenizer, seed: int) -> None:
+        from roll.pipeline.agentic.llm_proxy.random_proxy import RandomProxy
+
+        self.proxy = RandomProxy(tokenizer, answers=["Up", "Down", "Left", "Right"], template=MOVE_CALL, seed=seed)
+
+    def generate(self, requests):
+        return [self.proxy.generate(request) for request in requests]
+
+
+def random_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace,
+                        plays: int = RANDOM_PLAYS_PER_SEED) -> float:
+    """Mean success of the agent's own code on `seeds` when every reply is a random move."""
+    from examples.agents.grid_agent import GridAgent
+    from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer
+
+    server = OpenAIServer(tokenizer, engine=RandomMoves(tokenizer, seed=0)).start()
+    try:
+        wins = [GridAgent().run_episode(seed, server.base_url, env_config)["score"]
+                for _ in range(plays) for seed in seeds]
+    finally:
+        server.stop()
+    return sum(wins) / len(wins)
+
+
+def read_validations(logs: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if f"val/env/{TAG}/success" in r]
+
+
+def validation_seeds(logs: Path) -> list[int]:
+    first = sorted((logs / "trajectories").glob("val_*.json"))[0]
+    return sorted({row["env_seed"] for row in json.loads(first.read_text())})
+
+
+def logging_dir(overrides: list[str], exp: str) -> Path:
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("logging_dir=")]
+    return Path(given[-1]) if given else ROOT / "output" / exp / "logs"
+
+
+def main(overrides: list[str]) -> int:
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+
+    from benchmarks.train_throughput import matmul_flops
+    from roll.launch.cli import main as launch
+    from roll.models.resolve import resolve_model_path
+
+    gflops = matmul_flops() / 1e9  # the machine's speed beside the wall time (shared cores vary)
+    exp = f"learning_grid_agent_{int(time.time())}"
+    overrides = [f"exp_name={exp}", SAVE_ALL_VAL, *overrides]
+    start = time.time()
+    code = launch(["--config-path", CONFIG[0], "--config-name", CONFIG[1], *overrides],
+                  default_pipeline="roll.pipeline.agentic.agentic_pipeline.AgenticPipeline")
+    minutes = (time.time() - start) / 60
+    if code:
+        return code
+    logs = logging_dir(overrides, exp)
+    seeds = validation_seeds(logs)
+    yaml = OmegaConf.load(ROOT / CONFIG[0] / f"{CONFIG[1]}.yaml")
+    env_config = SimpleNamespace(**OmegaConf.to_container(yaml.custom_envs[TAG]))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("SmolLM2-135M-Instruct"))
+    baseline = random_move_success(seeds, tokenizer, env_config)
+    print(f"\n{CONFIG[0]}/{CONFIG[1]}.yaml, GRPO, CPU: {minutes:.1f} min, matmul {gflops:.0f} GFLOP/s fp32 at start, "
+          f"overrides {overrides}")
+    print(f"{len(seeds)} validation seeds; random moves through the same agent code: {baseline:.3f} "
+          f"({RANDOM_PLAYS_PER_SEED} plays per seed)")
+    print(f"{'before step':>11} {'success':>8} {'moved':>10} {'calls':>6} {'random moves':>13}")
+    for row in read_validations(logs):
+        print(f"{row['step']:>11} {row[f'val/env/{TAG}/success']:>8.3f} "
+              f"{row.get(f'val/env/{TAG}/moved', float('nan')):>10.3f} "
+              f"{row.get(f'val/env/{TAG}/agent/calls', float('nan')):>6.2f} {baseline:>13.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sys.exit(main(sys.argv[1:]))
