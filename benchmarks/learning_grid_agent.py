@@ -4,8 +4,8 @@ with a `move` tool, no roll imports) trained with GRPO on the embedded SmolLM2-1
 Runs examples/agents/agent_grid.yaml through the real launcher, then prints the agent's validation success
 at every validation (before step 1 is the untrained model) beside the random-move baseline: the same
 agent code, on the same validation seeds, talking to a roll OpenAI server whose policy answers every call
-with a `move` tool call in a uniformly random direction (8 plays per seed). Extra arguments are Hydra
-overrides:
+with a `move` tool call in a uniformly random direction (8 plays per seed), and the best of the four
+policies that make the same move every turn. Neither reads the board. Extra arguments are Hydra overrides:
 
     python benchmarks/learning_grid_agent.py max_steps=10 eval_steps=5
 """
@@ -30,31 +30,48 @@ SAVE_ALL_VAL = "report.val_trajectories=100000"
 MOVE_CALL = '<tool_call>\n{{"name": "move", "arguments": {{"direction": "{answer}"}}}}\n</tool_call>'
 
 
-class RandomMoves:
-    """An engine for roll's OpenAI server: each call answered by roll's random proxy with a move tool call."""
+DIRECTIONS = ["Up", "Down", "Left", "Right"]
 
-    def __init__(self, tokenizer, seed: int) -> None:
+
+class MoveAnswers:
+    """An engine for roll's OpenAI server: each call answered by roll's random proxy with a `move` tool call
+    in a direction drawn from `directions` (one direction: a policy that always makes that move)."""
+
+    def __init__(self, tokenizer, directions: list[str], seed: int) -> None:
         from roll.pipeline.agentic.llm_proxy.random_proxy import RandomProxy
 
-        self.proxy = RandomProxy(tokenizer, answers=["Up", "Down", "Left", "Right"], template=MOVE_CALL, seed=seed)
+        self.proxy = RandomProxy(tokenizer, answers=directions, template=MOVE_CALL, seed=seed)
 
     def generate(self, requests):
         return [self.proxy.generate(request) for request in requests]
 
 
-def random_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace,
-                        plays: int = RANDOM_PLAYS_PER_SEED) -> float:
-    """Mean success of the agent's own code on `seeds` when every reply is a random move."""
+def moves_success(seeds: list[int], tokenizer, env_config: SimpleNamespace, directions: list[str],
+                  plays: int) -> float:
+    """Mean success of the agent's own code on `seeds` when every reply is a move drawn from `directions`."""
     from examples.agents.grid_agent import GridAgent
     from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer
 
-    server = OpenAIServer(tokenizer, engine=RandomMoves(tokenizer, seed=0)).start()
+    server = OpenAIServer(tokenizer, engine=MoveAnswers(tokenizer, directions, seed=0)).start()
     try:
-        wins = [GridAgent().run_episode(seed, server.base_url, env_config)["score"]
+        wins = [GridAgent().run_episode(seed, server.base_url, env_config)["metrics"]["success"]
                 for _ in range(plays) for seed in seeds]
     finally:
         server.stop()
     return sum(wins) / len(wins)
+
+
+def random_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace,
+                        plays: int = RANDOM_PLAYS_PER_SEED) -> float:
+    """Random moves: a policy that never reads the board."""
+    return moves_success(seeds, tokenizer, env_config, DIRECTIONS, plays)
+
+
+def best_fixed_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace) -> tuple[str, float]:
+    """The best of the four policies that always make the same move (blind too; deterministic, one play)."""
+    scores = {d: moves_success(seeds, tokenizer, env_config, [d], plays=1) for d in DIRECTIONS}
+    best = max(scores, key=scores.get)
+    return best, scores[best]
 
 
 def read_validations(logs: Path) -> list[dict]:
@@ -95,15 +112,16 @@ def main(overrides: list[str]) -> int:
     env_config = SimpleNamespace(**OmegaConf.to_container(yaml.custom_envs[TAG]))
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("SmolLM2-135M-Instruct"))
     baseline = random_move_success(seeds, tokenizer, env_config)
+    fixed_move, fixed = best_fixed_move_success(seeds, tokenizer, env_config)
     print(f"\n{CONFIG[0]}/{CONFIG[1]}.yaml, GRPO, CPU: {minutes:.1f} min, matmul {gflops:.0f} GFLOP/s fp32 at start, "
           f"overrides {overrides}")
     print(f"{len(seeds)} validation seeds; random moves through the same agent code: {baseline:.3f} "
-          f"({RANDOM_PLAYS_PER_SEED} plays per seed)")
-    print(f"{'before step':>11} {'success':>8} {'moved':>10} {'calls':>6} {'random moves':>13}")
+          f"({RANDOM_PLAYS_PER_SEED} plays per seed); the best fixed move ({fixed_move} every turn): {fixed:.3f}")
+    print(f"{'before step':>11} {'success':>8} {'moved':>10} {'calls':>6} {'random moves':>13} {'best fixed move':>16}")
     for row in read_validations(logs):
         print(f"{row['step']:>11} {row[f'val/env/{TAG}/success']:>8.3f} "
               f"{row.get(f'val/env/{TAG}/moved', float('nan')):>10.3f} "
-              f"{row.get(f'val/env/{TAG}/agent/calls', float('nan')):>6.2f} {baseline:>13.3f}")
+              f"{row.get(f'val/env/{TAG}/agent/calls', float('nan')):>6.2f} {baseline:>13.3f} {fixed:>16.3f}")
     return 0
 
 

@@ -13,20 +13,25 @@ MOVE_TOOL = {"type": "function", "function": {
                    "required": ["direction"]}}}
 
 
-def board(size, me, goal):
-    return "\n".join(" ".join("P" if (r, c) == me else "G" if (r, c) == goal else "_" for c in range(size))
-                     for r in range(size))
+def observe(size, me, goal):
+    """The board, and where the goal lies from the player in words (what a small model reads best)."""
+    rows = [" ".join("P" if (r, c) == me else "G" if (r, c) == goal else "_" for c in range(size)) for r in range(size)]
+    down, right, where = goal[0] - me[0], goal[1] - me[1], []
+    if down:
+        where.append(f"{abs(down)} {'Down' if down > 0 else 'Up'}")
+    if right:
+        where.append(f"{abs(right)} {'Right' if right > 0 else 'Left'}")
+    return "\n".join(rows) + f"\nG is {' and '.join(where) or 'here'}."
 
 
 class GridAgent:
     def run_episode(self, seed, base_url, env_config):
         size, rng = 4, random.Random(seed)
-        cells = [(r, c) for r in range(size) for c in range(size)]
-        me, goal = rng.sample(cells, 2)
+        me, goal = rng.sample([(r, c) for r in range(size) for c in range(size)], 2)
         client = openai.OpenAI(base_url=base_url, api_key="unused")
         messages = [{"role": "system", "content": "Walk P to G. Call the move tool once per turn, e.g. "
                                                   '<tool_call>{"name": "move", "arguments": {"direction": "Up"}}</tool_call>'},
-                    {"role": "user", "content": board(size, me, goal)}]
+                    {"role": "user", "content": observe(size, me, goal)}]
         moved = 0
         for turns in range(1, env_config.max_steps + 1):
             reply = client.chat.completions.create(model="policy", messages=messages, tools=[MOVE_TOOL],
@@ -39,7 +44,10 @@ class GridAgent:
             for call in reply.tool_calls:
                 step = MOVES.get(json.loads(call.function.arguments).get("direction"), (0, 0))
                 me = (min(max(me[0] + step[0], 0), size - 1), min(max(me[1] + step[1], 0), size - 1))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": board(size, me, goal)})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": observe(size, me, goal)})
             if me == goal:
                 break
-        return {"score": float(me == goal), "metrics": {"success": float(me == goal), "moved": moved / turns}}
+        distance = abs(goal[0] - me[0]) + abs(goal[1] - me[1])
+        # the score trains (1 at the goal, less the farther it ended); success is what we report
+        return {"score": float(me == goal) - distance / (2 * size),
+                "metrics": {"success": float(me == goal), "moved": moved / turns}}

@@ -1,6 +1,7 @@
 """benchmarks/learning_grid_agent.py's baseline: the example agent's own code, driven through roll's OpenAI
 server by a policy that answers every call with a random `move` tool call, wins about as often as a
-random walk of the same length does on the same boards."""
+random walk of the same length does on the same boards; one that always makes the same move wins exactly
+where a plain-Python walk in that direction does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 
 from transformers import AutoTokenizer
 
-from benchmarks.learning_grid_agent import random_move_success
+from benchmarks.learning_grid_agent import best_fixed_move_success, random_move_success
 
 SEEDS = list(range(16))
 # the tiny tokenizer spells the call out in about 80 tokens (SmolLM2: about 30)
@@ -17,15 +18,15 @@ ENV = SimpleNamespace(max_steps=8, max_tokens_per_step=128)
 MOVES = [(-1, 0), (1, 0), (0, -1), (0, 1)]
 
 
-def random_walk_success(seeds: list[int], plays: int) -> float:
-    """The same game as examples/agents/grid_agent.py, walked with random moves in plain Python."""
+def walk_success(seeds: list[int], plays: int, moves: list[tuple[int, int]]) -> float:
+    """The same game as examples/agents/grid_agent.py, walked in plain Python with moves drawn from `moves`."""
     rng, wins = random.Random(7), 0
     for _ in range(plays):
         for seed in seeds:
             cells = [(r, c) for r in range(4) for c in range(4)]
             me, goal = random.Random(seed).sample(cells, 2)
             for _ in range(ENV.max_steps):
-                dr, dc = rng.choice(MOVES)
+                dr, dc = rng.choice(moves)
                 me = (min(max(me[0] + dr, 0), 3), min(max(me[1] + dc, 0), 3))
                 if me == goal:
                     break
@@ -36,7 +37,15 @@ def random_walk_success(seeds: list[int], plays: int) -> float:
 def test_random_moves_through_the_agent_match_a_random_walk(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     through_agent = random_move_success(SEEDS, tokenizer, ENV, plays=3)
-    expected = random_walk_success(SEEDS, plays=400)
+    expected = walk_success(SEEDS, plays=400, moves=MOVES)
     # 48 episodes: the standard error of the mean is about 0.065
     assert abs(through_agent - expected) < 0.2, (through_agent, expected)
     assert 0.05 < through_agent < 0.6
+
+
+def test_the_best_fixed_move_is_the_best_straight_walk(tiny_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    best, success = best_fixed_move_success(SEEDS, tokenizer, ENV)
+    straight = {name: walk_success(SEEDS, plays=1, moves=[move]) for name, move in zip(["Up", "Down", "Left", "Right"], MOVES)}
+    assert success == max(straight.values()) and straight[best] == success
+    assert 0 < success < 0.5  # a straight line reaches only the goals in its row or column
