@@ -27,6 +27,9 @@ ENVS = {
     "Short": CustomEnvConfig(env_type="frozen_lake", max_steps=3, env_config={"size": 4, "is_slippery": False}),
     "Slippery": CustomEnvConfig(env_type="frozen_lake", env_config={"is_slippery": True}),
     "Count": CustomEnvConfig(env_type="countdown"),
+    # an agent runner's tag (ProxyEnvManager): the agent plays its own game, roll has no env to replay
+    "Agent": CustomEnvConfig(env_type=None, env_manager_cls="roll.pipeline.agentic.env_manager.proxy_env_manager.ProxyEnvManager",
+                             agent_runner_cls="examples.agents.grid_agent.GridAgent"),
 }
 
 
@@ -38,7 +41,8 @@ def test_agent_success_is_averaged_per_map():
 
 def test_metrics_per_supported_tag_and_cache():
     baselines = ValidationBaselines(ENVS)
-    batch = val_batch([("Lake", 5, 1.0), ("Short", 7, 0.0), ("Short", 8, 0.0), ("Slippery", 1, 1.0), ("Count", 3, 0.0)])
+    batch = val_batch([("Lake", 5, 1.0), ("Short", 7, 0.0), ("Short", 8, 0.0), ("Slippery", 1, 1.0), ("Count", 3, 0.0),
+                      ("Agent", 4, 1.0)])
     metrics = baselines.metrics(batch)
     # one fixed map: some sequence solves it, so the agent's win is not beyond the sequence
     assert metrics["val/blind/Lake/fixed_sequence"] == 1.0
@@ -49,7 +53,7 @@ def test_metrics_per_supported_tag_and_cache():
     # the goal of a 4x4 map is 6 moves away: nothing reaches it in 3 moves
     assert metrics["val/blind/Short/best"] == 0.0 and metrics["val/blind/Short/uniform_random"] == 0.0
     assert metrics["val/blind/Lake/maps"] == 1.0 and metrics["val/blind/Short/maps"] == 2.0
-    assert not any("Slippery" in k or "Count" in k for k in metrics)
+    assert not any("Slippery" in k or "Count" in k or "Agent" in k for k in metrics)
     assert not any(k.endswith("/success") for k in metrics)  # keeps val_success averages to the agent's
     assert set(baselines.cache) == {("Lake", (5,)), ("Short", (7, 8))}
     baselines.metrics(batch)
