@@ -128,6 +128,37 @@ def test_sampling_seeds_stop_strings_and_max_tokens_per_request(qwen_worker, vll
     assert stop in tokenizer.decode(early.output_ids) and len(early.output_ids) <= cut + 1
 
 
+def test_the_openai_server_in_front_of_vllm_records_an_exact_multi_turn_sample(qwen_worker, vllm_qwen_dir):
+    """A user's agent on the official `openai` client, served by vLLM through roll's OpenAI server: three
+    turns of sampled replies become one recorded sample whose log-probs a fresh forward reproduces."""
+    import openai
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from roll.pipeline.agentic.llm_proxy.openai_server import OpenAIServer
+
+    tokenizer = AutoTokenizer.from_pretrained(vllm_qwen_dir)
+    server = OpenAIServer(tokenizer, engine=qwen_worker).start()
+    try:
+        recorder = server.open_episode("vllm-episode", qwen_worker.generate)
+        api = openai.OpenAI(base_url=server.episode_url("vllm-episode"), api_key="x", max_retries=0, timeout=120)
+        messages = [{"role": "system", "content": "You walk a grid."}, {"role": "user", "content": "P _ G. Your move?"}]
+        for turn in range(3):
+            reply = api.chat.completions.create(model="m", messages=messages, max_tokens=12, temperature=1.0,
+                                                seed=turn, logprobs=True)
+            choice = reply.choices[0]
+            assert len(choice.logprobs.content) == len(choice.model_extra["token_ids"]) >= 1
+            messages += [choice.message.model_dump(exclude_none=True), {"role": "user", "content": f"Turn {turn + 2}?"}]
+        server.close_episode("vllm-episode")
+    finally:
+        server.stop()
+    assert recorder.metrics() == {"agent/calls": 3.0, "agent/unattributed_calls": 0.0, "agent/samples": 1.0}
+    (sample,) = recorder.samples
+    model = AutoModelForCausalLM.from_pretrained(vllm_qwen_dir).eval()
+    mask = torch.tensor(sample.tokens.response_mask, dtype=torch.bool)
+    fresh, recorded = fresh_logprobs(model, sample.tokens.input_ids), torch.tensor(sample.tokens.logprobs)
+    assert torch.allclose(fresh[mask], recorded[mask], atol=1e-4), (fresh[mask] - recorded[mask]).abs().max()
+
+
 def test_weight_update_changes_greedy_outputs_and_the_version_then_restores(qwen_worker, vllm_qwen_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
