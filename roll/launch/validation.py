@@ -206,9 +206,11 @@ def _check_sft_warmup(config: "AgenticConfig") -> None:
     tags = warmup.tags or config.train_env_manager.tags
     for tag in tags:
         _require(tag in config.custom_envs, f"sft_warmup.tags: {tag!r} is not in custom_envs (has {sorted(config.custom_envs)})")
-        _require(config.custom_envs[tag].agent_runner_cls is None,
-                 f"sft_warmup.tags: {tag!r} is played by an agent runner, and the warm-up plays roll envs with scripted "
-                 "policies through roll's own prompts; set sft_warmup.steps=0 or sft_warmup.tags to other envs")
+        if config.custom_envs[tag].agent_runner_cls is not None:
+            _require(warmup.policy == "random",
+                     f"sft_warmup.policy: {warmup.policy!r} plays a roll env, and {tag!r} is played by an agent runner, "
+                     "whose warm-up answers its calls with random calls of its own tools; use policy random")
+            continue
         env_type = config.custom_envs[tag].env_type
         if warmup.policy == TOOL_POLICY:
             _require(callable(getattr(get_env_cls(env_type), "solver_call", None)),

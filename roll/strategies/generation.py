@@ -85,6 +85,8 @@ class GenerationRequest:
         of token ids; engines that take ids ignore it.
     vision: the prompt's images (processed pixels and grids, in the order of the image placeholder
         tokens in input_ids) for a vision-language model; None for a text prompt.
+    tools: the OpenAI tool definitions a chat call offered (roll's OpenAI server sets them), for
+        proxies that answer with scripted tool calls; engines ignore them (the prompt shows them).
     """
 
     input_ids: list[int]
@@ -93,6 +95,7 @@ class GenerationRequest:
     session_id: str | None = None
     messages: list[dict[str, str]] | None = None
     vision: VisionInputs | None = None
+    tools: list[dict] | None = None
 
     def __post_init__(self) -> None:
         if not self.input_ids:

@@ -38,8 +38,8 @@ def test_the_example_agent_config_loads_without_a_roll_env():
     ([f"{ENTRY}.env_type=null"], f"{ENTRY}.env_type: null is only for an agent runner"),
     ([f"{ENTRY}.env_manager_cls={PROXY}", f"++{ENTRY}.agent_runner_cls={GEM}", f"{ENTRY}.env_type=null"],
      f"{ENTRY}.env_type: {GEM} plays a roll env"),
-    ([f"{ENTRY}.env_manager_cls={PROXY}", f"++{ENTRY}.agent_runner_cls={GEM}", "sft_warmup.steps=2"],
-     "sft_warmup.tags: 'FrozenLakeCPU' is played by an agent runner"),
+    ([f"{ENTRY}.env_manager_cls={PROXY}", f"++{ENTRY}.agent_runner_cls={GEM}", "sft_warmup.steps=2",
+      "sft_warmup.policy=optimal"], "sft_warmup.policy: 'optimal' plays a roll env, and 'FrozenLakeCPU' is played by an agent runner"),
     ([f"{ENTRY}.env_manager_cls={PROXY}", f"++{ENTRY}.agent_runner_cls={GEM}", "sft_warmup.steps=0",
       "train_env_manager.random_action_rate=0.1"], "train_env_manager.random_action_rate: envs ['FrozenLakeCPU']"),
 ])

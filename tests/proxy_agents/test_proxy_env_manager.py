@@ -123,7 +123,7 @@ def test_a_runner_that_hangs_times_out_and_is_counted(tiny_model_dir):
 
 def test_the_example_agent_trains_on_what_it_played(tiny_model_dir):
     """examples/agents/grid_agent.py (no roll imports) under the manager: a policy that walks to the goal
-    scores 1 in one exact sample; the random tiny model, which writes no tool call, scores 0."""
+    scores 1 in one exact sample; the random tiny model, which writes no tool call, stays where it started."""
     tokenizer, model = load_with_tool_template(tiny_model_dir, "qwen2")
     seed = 4
     me, goal = random.Random(seed).sample([(r, c) for r in range(4) for c in range(4)], 2)
@@ -143,4 +143,5 @@ def test_the_example_agent_trains_on_what_it_played(tiny_model_dir):
         (lost,) = play(strategy)
     finally:
         strategy.shutdown()
-    assert lost.score == 0.0 and lost.env_metrics["agent/calls"] == 8
+    # never moved: the agent's score is the distance it was left from the goal, and no success
+    assert lost.score == -len(path) / 8 and lost.env_metrics["success"] == 0.0 and lost.env_metrics["agent/calls"] == 8

@@ -8,6 +8,9 @@ RL adds afterwards is its own. `policy: optimal` (imitation of a solver) is ther
 `policy: tool` (envs with a Python tool) calls the tool with code that computes the task, then answers
 what the tool printed: it teaches the call format and reading the tool's output, and its answers come
 only from the tool. Episodes are played by each tag's own env manager (tool messages for the tool env).
+An agent runner's tag (ProxyEnvManager) is played by the user's agent itself, its every chat call
+answered with a random call of one of the tools that call offered, written in the model's tool-call
+format (`random_tool_call`): the warm-up teaches calling the agent's tools, never which call is right.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from transformers import AutoTokenizer
 
 from roll.agentic.env.policies import TOOL_POLICY, scripted_answer, tool_use_text
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
+from roll.pipeline.agentic.llm_proxy.tool_calls import get_format, parser_for_template, random_tool_call
 from roll.pipeline.agentic.trajectory import Trajectory
 from roll.pipeline.agentic.trajectory_batch import trajectories_to_batch
 from roll.strategies.generation import GenerationRequest, GenerationResult
@@ -37,9 +41,15 @@ class ScriptedProxy:
         self.tokenizer, self.kind = tokenizer, kind
         self.rng = random.Random(seed)
         self.manager: TrajEnvManager | None = None
+        self.tool_format = get_format(parser_for_template(tokenizer.chat_template))
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
-        if self.kind == TOOL_POLICY:  # reads the tool's output from the chat, as the model would
+        if request.tools:  # an agent runner's chat call, through roll's OpenAI server
+            text = self.tool_format.write(*random_tool_call(request.tools, self.rng))
+        elif not hasattr(self.manager, "env"):
+            raise ValueError("sft_warmup: an agent runner's call offered no tools; the warm-up of an agent runner "
+                             "teaches calling its tools, so its agent must pass `tools` (or set sft_warmup.steps=0)")
+        elif self.kind == TOOL_POLICY:  # reads the tool's output from the chat, as the model would
             text = tool_use_text(self.manager.env, request.messages[-1]["content"] if request.messages else "")
         else:
             text = f"<answer>{scripted_answer(self.manager.env, self.kind, self.rng)}</answer>"
@@ -57,7 +67,8 @@ def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list
     tags = warmup.tags or config.train_env_manager.tags
     proxy = ScriptedProxy(tokenizer, warmup.policy, seed=config.seed + step)
     # the scripted policy plays every turn: the run's exploration would replace its moves by random ones
-    manager_config = dataclasses.replace(config.train_env_manager, random_action_rate=0.0)
+    manager_config = dataclasses.replace(config.train_env_manager, random_action_rate=0.0, generating_args=(
+        config.train_env_manager.generating_args or config.actor_infer.generating_args))
     trajectories = []
     for i in range(count):
         tag = tags[i % len(tags)]

@@ -36,7 +36,7 @@ from roll.pipeline.agentic.llm_proxy import openai_responses as wire_out
 from roll.pipeline.agentic.llm_proxy.openai_wire import ChatCompletionRequest, CompletionRequest, WireError, parse_body
 from roll.pipeline.agentic.llm_proxy.prompt_ids import ChatRenderer, PromptIds, template_message
 from roll.pipeline.agentic.llm_proxy.recorder import EpisodeRecorder
-from roll.pipeline.agentic.llm_proxy.tool_calls import get_parser, parser_for_template
+from roll.pipeline.agentic.llm_proxy.tool_calls import get_format, parser_for_template
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 
 Generate = Callable[[list[GenerationRequest]], list[GenerationResult]]
@@ -93,7 +93,7 @@ class OpenAIServer:
                  max_threads: int = 256) -> None:
         self.tokenizer, self.model_name, self.defaults = tokenizer, model_name, defaults
         self.renderer = ChatRenderer(tokenizer)
-        self.parse_tools = get_parser(tool_call_parser or parser_for_template(tokenizer.chat_template))
+        self.parse_tools = get_format(tool_call_parser or parser_for_template(tokenizer.chat_template)).parse
         self.engine_generate: Generate | None = engine.generate if engine is not None else None
         self.sessions: dict[str, EpisodeSession] = {}
         self.lock = threading.Lock()
@@ -160,11 +160,13 @@ class OpenAIServer:
                             "its episode's base_url / api_key", status=401, code="invalid_api_key")
         return session
 
-    def _generate(self, session: EpisodeSession | None, fields: Any, prompt: PromptIds, param: str) -> list[GenerationResult]:
+    def _generate(self, session: EpisodeSession | None, fields: Any, prompt: PromptIds, param: str,
+                  tools: list[dict] | None = None) -> list[GenerationResult]:
         defaults = session.defaults if session else self.defaults
         requests = [GenerationRequest(input_ids=list(prompt.ids), request_id=f"{session.key if session else 'anon'}-{i}",
                                       session_id=(f"{session.key}/{i}" if i else session.key) if session else None,
-                                      sampling=sampling_from_body(fields, defaults, len(prompt.ids), i, param))
+                                      sampling=sampling_from_body(fields, defaults, len(prompt.ids), i, param),
+                                      tools=tools)
                     for i in range(fields.n)]
         generate = session.generate if session else self.engine_generate
         return generate(requests)
@@ -183,8 +185,8 @@ class OpenAIServer:
         tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
         replies = session.recorder.known_replies() if session else {}
         prompt = self.renderer.build(messages, tools, replies)
-        results = self._generate(session, body, prompt, "messages")
         parse = self.parse_tools if tools and body.tool_choice != "none" else None
+        results = self._generate(session, body, prompt, "messages", tools if parse else None)
         choices = [self._completion(r, body, parse) for r in results]
         if session:
             for result, done in zip(results, choices):

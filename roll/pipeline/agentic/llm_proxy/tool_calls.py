@@ -6,13 +6,15 @@ A model trained for tools writes its calls as text in the format its chat templa
 - `llama3_json` (Llama-3.1/3.2): the whole reply is a JSON object `{"name": ..., "parameters": {...}}`
   (optionally after `<|python_tag|>`); several calls are separated by `;`.
 
-`TOOL_CALL_PARSERS` is the registry; `parser_for_template` picks one from a chat template's text. A
-reply that does not parse as a call stays plain content (the env or agent judges it), never an error.
+`TOOL_CALL_FORMATS` is the registry (each format's parser, and its writer: a call as the model writes
+it, for scripted replies); `parser_for_template` picks one from a chat template's text. A reply that
+does not parse as a call stays plain content (the env or agent judges it), never an error.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -78,9 +80,23 @@ def parse_llama3_json(text: str) -> ParsedReply:
     return ParsedReply("", tuple(calls))
 
 
-TOOL_CALL_PARSERS: dict[str, Callable[[str], ParsedReply]] = {
-    "hermes": parse_hermes,
-    "llama3_json": parse_llama3_json,
+def write_hermes(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def write_llama3_json(name: str, arguments: dict) -> str:
+    return json.dumps({"name": name, "parameters": arguments})
+
+
+@dataclass(frozen=True)
+class ToolCallFormat:
+    parse: Callable[[str], ParsedReply]
+    write: Callable[[str, dict], str]  # one call (name, arguments) as a model trained on the format writes it
+
+
+TOOL_CALL_FORMATS: dict[str, ToolCallFormat] = {
+    "hermes": ToolCallFormat(parse_hermes, write_hermes),
+    "llama3_json": ToolCallFormat(parse_llama3_json, write_llama3_json),
 }
 
 
@@ -93,7 +109,30 @@ def parser_for_template(chat_template: str | None) -> str:
     return "hermes"
 
 
-def get_parser(name: str) -> Callable[[str], ParsedReply]:
-    if name not in TOOL_CALL_PARSERS:
-        raise ValueError(f"tool_call_parser must be one of {sorted(TOOL_CALL_PARSERS)}, got {name!r}")
-    return TOOL_CALL_PARSERS[name]
+def get_format(name: str) -> ToolCallFormat:
+    if name not in TOOL_CALL_FORMATS:
+        raise ValueError(f"tool_call_parser must be one of {sorted(TOOL_CALL_FORMATS)}, got {name!r}")
+    return TOOL_CALL_FORMATS[name]
+
+
+def random_argument(tool: str, name: str, schema: dict, rng: random.Random) -> object:
+    """A uniformly drawn value of one argument: from its `enum`, a boolean, or an integer within its
+    `minimum`..`maximum`. Any other argument would need a guess about the task, which is not random."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    if schema.get("type") == "boolean":
+        return rng.random() < 0.5
+    if schema.get("type") == "integer" and "minimum" in schema and "maximum" in schema:
+        return rng.randint(schema["minimum"], schema["maximum"])
+    raise ValueError(f"tool {tool!r}, argument {name!r}: a random call draws only enum, boolean or bounded integer "
+                     f"arguments (this one is {schema}); give the agent's tool such arguments, or set sft_warmup.steps=0")
+
+
+def random_tool_call(tools: list[dict], rng: random.Random) -> tuple[str, dict]:
+    """A call of one of `tools` (OpenAI tool definitions), drawn uniformly, with its required arguments
+    drawn by `random_argument`: what a policy that knows the call format but not the task would do."""
+    function = rng.choice(tools)["function"]
+    parameters = function.get("parameters") or {}
+    properties = parameters.get("properties", {})
+    return function["name"], {name: random_argument(function["name"], name, properties.get(name, {}), rng)
+                              for name in parameters.get("required", [])}
