@@ -94,6 +94,8 @@ class TrajectoryRecorder:
         spec = self.custom_envs.get(row.get("tag"))
         if spec is None or row.get("env_seed") is None:
             return plain, "no env spec or seed to replay the boards with"
+        if spec.env_type is None:
+            return plain, f"played by the agent runner {spec.agent_runner_cls}: no roll env to replay the boards with"
         env_kwargs = dict(spec.env_config)  # as the env manager builds it (env_manager/traj_env_manager.py)
         if self.format_penalty[kind] is not None:
             env_kwargs["format_penalty"] = self.format_penalty[kind]

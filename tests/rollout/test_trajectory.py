@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from roll.data.episodes import first_row_per_episode
 from roll.pipeline.agentic.trajectory import TokenBuffer, Trajectory
 from roll.pipeline.agentic.trajectory_batch import one_per_episode, rollout_metrics, trajectories_to_batch
 
@@ -99,3 +100,15 @@ def test_rollout_metrics_count_each_episode_of_step_samples_once():
     assert [t.traj_id for t in one_per_episode(won + lost)] == ["g0-0", "g0-1"]
     whole = [sample(turn), sample(turn)]  # trajectory-wise samples (no step_index) are each an episode
     assert len(one_per_episode(whole)) == 2
+
+
+def test_an_agent_runners_episode_of_several_samples_counts_once():
+    # an agent that rewrote its history: its episode is two samples (no step_index), one traj_id
+    turn = TokenBuffer()
+    turn.add_response([1, 2], [-1.0, -1.0])
+    rewritten = [sample(turn, score=1.0, traj_id="val6-g29-0") for _ in range(2)]
+    lost = [sample(turn, score=0.0, env_metrics={"success": 0.0, "num_actions": 1.0}, traj_id="val6-g30-0")]
+    metrics = rollout_metrics(rewritten + lost, prefix="val/env")
+    assert metrics["val/env/A/success"] == 0.5 and metrics["val/env/A/score"] == 0.5  # not 2 wins to 1 loss
+    batch = trajectories_to_batch(rewritten + lost, pad_token_id=0)
+    assert first_row_per_episode(batch) == [0, 2]

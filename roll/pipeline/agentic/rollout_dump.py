@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from roll.data.batch import Batch
-from roll.data.episodes import episode_key
+from roll.data.episodes import batch_episode_keys
 
 if TYPE_CHECKING:
     from roll.configs.agentic_config import AgenticConfig
@@ -74,10 +74,8 @@ def dump_and_mock_dirs(config: "AgenticConfig") -> tuple[list[str], str | None]:
 
 
 def episode_count(batch: Batch) -> int:
-    """Episodes in a rollout batch: its rows, a step-wise episode's turn rows counted once."""
-    step_index = batch.meta.get("step_index") or [None] * len(batch)
-    traj_ids = batch.meta.get("traj_id") or [None] * len(batch)
-    return len({episode_key(traj_id, index, row) for row, (traj_id, index) in enumerate(zip(traj_ids, step_index))})
+    """Episodes in a rollout batch: its rows, the rows of one episode (one traj_id) counted once."""
+    return len(set(batch_episode_keys(batch)))
 
 
 class RecordedRollout:

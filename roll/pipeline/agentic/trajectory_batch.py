@@ -50,14 +50,14 @@ def trajectories_to_batch(trajs: list[Trajectory], pad_token_id: int) -> Batch:
 
 
 def one_per_episode(trajs: list[Trajectory]) -> list[Trajectory]:
-    """One sample per episode: the step samples of one episode share its metrics, so they count once."""
-    return list({episode_key(t.traj_id, t.step_index, id(t)): t for t in trajs}.values())
+    """One sample per episode: the samples of one episode share its metrics, so they count once."""
+    return list({episode_key(t.traj_id, id(t)): t for t in trajs}.values())
 
 
 def rollout_metrics(trajs: list[Trajectory], prefix: str = "env") -> dict[str, float]:
     """Per-tag means of every env metric (ROLL's names: env/{tag}/success, …) plus scores and lengths.
-    Env metrics and scores are per episode: the step samples of one episode (same traj_id, a
-    step_index) count once; response_length is per sample."""
+    Env metrics and scores are per episode: the samples of one episode (same traj_id: a step-wise
+    manager's turns, an agent runner's samples) count once; response_length is per sample."""
     by_tag: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
         by_tag[t.tag].append(t)
