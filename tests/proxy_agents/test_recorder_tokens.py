@@ -58,6 +58,23 @@ def test_a_tool_calling_episode_is_one_exact_sample(scripted):
     assert traj.env_metrics["success"] == 1.0 and traj.env_metrics["agent/calls"] == 3.0
 
 
+def test_the_same_call_written_twice_in_other_spacing_stays_one_sample(scripted):
+    # both replies parse to move(Up) with no text: one reply_key for two different id sequences; the
+    # history's first such message is the first generated, the second the second
+    arch, tokenizer, model, server = scripted
+    spaced = tool_call_text(arch, "Up").replace('":"', '": "').replace('","', '", "')
+    policy = ScriptedPolicy(model, tokenizer, [tool_call_text(arch, "Up"), spaced, "Done."])
+    recorder, api = open_episode(server, "e5", policy)
+    messages = [{"role": "user", "content": "Go up twice."}]
+    for result in ("moved Up", "moved Up", ""):
+        tool_turn(api, messages, result)
+    server.close_episode("e5")
+    assert tokenizer.encode(spaced) != tokenizer.encode(tool_call_text(arch, "Up"))
+    (sample,) = recorder.samples
+    assert sample.calls == 3
+    assert_sample_is_exact(model, sample.tokens)
+
+
 def test_a_rewritten_history_gives_several_exact_samples(scripted):
     arch, tokenizer, model, server = scripted
     replies = [tool_call_text(arch, d) for d in ("Up", "Left", "Down", "Right")]

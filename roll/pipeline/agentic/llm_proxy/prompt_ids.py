@@ -9,6 +9,10 @@ only the text between such turns is tokenised, always cut at the same places, so
 messages extend an earlier call's gets prompt ids that extend that call's prompt + completion token
 for token.
 
+Two replies can match one assistant message (the same call written with other spacing has the same
+text and arguments): the n-th such message in the conversation takes the n-th such reply, in the
+order they were generated, so an append-only history continues token for token.
+
 An assistant turn the policy never generated in this episode is *foreign*; the caller decides what
 to do with the call (the recorder leaves it out of training). A generated turn that the template
 renders differently in this conversation (it drops earlier `<think>` blocks, say) keeps the
@@ -93,17 +97,24 @@ class ChatRenderer:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
-    def build(self, messages: list[dict], tools: list[dict] | None, replies: dict[str, GeneratedReply]) -> PromptIds:
+    def build(self, messages: list[dict], tools: list[dict] | None,
+              replies: dict[str, list[GeneratedReply]]) -> PromptIds:
+        """`replies`: the episode's generated replies by reply_key, each key's in generation order."""
         full = self.render(messages, tools, generation_prompt=True)
         out = PromptIds(ids=[])
         pending, pos = "", 0  # template text owed after the last spliced reply; where `full` is consumed up to
+        seen: dict[str, int] = {}  # assistant messages met so far per reply_key
         for index, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            reply = replies.get(reply_key(message))
-            if reply is None:
+            key = reply_key(message)
+            generated = replies.get(key)
+            if not generated:
                 out.foreign_turns.append(index)
                 continue
+            # more such messages than replies (an agent that repeats one): the latest reply
+            reply = generated[min(seen.get(key, 0), len(generated) - 1)]
+            seen[key] = seen.get(key, 0) + 1
             head = self.render(messages[:index], tools, generation_prompt=True)
             turn = self.render(messages[:index + 1], tools, generation_prompt=False)
             close = self._closing_text(messages[:index], tools, head)

@@ -49,12 +49,12 @@ class EpisodeRecorder:
     def __init__(self) -> None:
         self.calls: list[RecordedCall] = []
         self.samples: list[RecordedSample] = []
-        self.replies: dict[str, GeneratedReply] = {}
+        self.replies: dict[str, list[GeneratedReply]] = {}  # by reply_key, in generation order
         self.lock = threading.Lock()
 
-    def known_replies(self) -> dict[str, GeneratedReply]:
+    def known_replies(self) -> dict[str, list[GeneratedReply]]:
         with self.lock:
-            return dict(self.replies)
+            return {key: list(replies) for key, replies in self.replies.items()}
 
     def record(self, prompt: PromptIds, result: GenerationResult, messages: list[dict], reply: dict,
                ended_at_eos: bool) -> RecordedCall:
@@ -70,7 +70,7 @@ class EpisodeRecorder:
             self.calls.append(call)
             if not attributed:
                 return call
-            self.replies[reply_key(reply)] = GeneratedReply(list(result.output_ids), ended_at_eos)
+            self.replies.setdefault(reply_key(reply), []).append(GeneratedReply(list(result.output_ids), ended_at_eos))
             sample = self._sample_continued_by(call.prompt_ids)
             if sample is None:
                 sample = RecordedSample(TokenBuffer())
