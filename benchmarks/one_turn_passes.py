@@ -2,6 +2,8 @@
 the output layer on response tokens only, and the prompt prefix every sample shares run once.
 
     .venv/bin/python benchmarks/one_turn_passes.py [--num-seqs 64 --prompt-len 118 --shared-len 72 --response-len 7 --group-size 8]
+    .venv/bin/python benchmarks/one_turn_passes.py --num-seqs 32 --prompt-len 126 --shared-len 126 --response-len 28 \
+        --micro-batch 8 --repeats 1 --profile      # benchmarks/vs_trl.py's Countdown step, profiled
 
 The defaults are FrozenLake's one-board samples (agent_val_frozen_lake_memoryless.yaml): 118 prompt
 tokens, of which 72 (system prompt and instructions) are the same in every sample, and a 7-token reply.
@@ -18,6 +20,10 @@ Four variants of the same work, timed alternately (`--repeats` times each, best 
   one-move training episodes of agent_val_frozen_lake_quick.yaml): each group's whole prompt once.
 Training runs without gradient checkpointing (the one-board config's setting; under checkpointing
 transformers runs no KV cache, so nothing is shared in training there).
+
+`--profile` then runs the last variant's train step once more under torch.profiler and prints where its
+time went: backward and optimizer (the ranges torch opens around them), the rest (forward, loss, roll's
+bookkeeping), what its tokens cost at the matmul rate, and the operators with the most self CPU time.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -70,7 +77,10 @@ def main() -> None:
     parser.add_argument("--response-len", type=int, default=7)
     parser.add_argument("--group-size", type=int, default=8, help="samples per prompt in the last variant")
     parser.add_argument("--budget", type=int, default=2048, help="tokens per micro-batch (dynamic batching)")
+    parser.add_argument("--micro-batch", type=int, default=None,
+                        help="samples per micro-batch in training instead of the --budget token budget")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="profile the last variant's train step")
     args = parser.parse_args()
 
     if args.model:
@@ -82,8 +92,10 @@ def main() -> None:
     flops = matmul_flops()
     config = WorkerConfig(
         model_args=ModelArgs(model_name_or_path=str(model_dir), disable_gradient_checkpointing=True),
-        training_args=TrainingArgs(learning_rate=1e-7), strategy_args=StrategyArgs("hf_train"),
-        use_dynamic_batching_in_train=True, max_tokens_per_microbatch_in_train=args.budget,
+        training_args=TrainingArgs(learning_rate=1e-7, per_device_train_batch_size=args.micro_batch or 1,
+                                   gradient_accumulation_steps=args.num_seqs // (args.micro_batch or 1)),
+        strategy_args=StrategyArgs("hf_train"),
+        use_dynamic_batching_in_train=args.micro_batch is None, max_tokens_per_microbatch_in_train=args.budget,
         use_dynamic_batching_in_infer=True, max_tokens_per_microbatch_in_infer=2 * args.budget,
     )
     cluster = Cluster("bench", ActorWorker, config, executor="local", threads_per_worker=torch.get_num_threads())
@@ -111,6 +123,11 @@ def main() -> None:
                     seconds = time.perf_counter() - start
                     best[pass_name, name] = min(best.get((pass_name, name), float("inf")), seconds)
                     print(f"  {pass_name}, {name}: {seconds:.1f} s", flush=True)
+        if args.profile:
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                start = time.perf_counter()
+                passes["train step"](list(variants)[-1])
+                profiled = time.perf_counter() - start
     finally:
         cluster.shutdown()
 
@@ -123,6 +140,24 @@ def main() -> None:
     for pass_name in passes:
         times = [best[pass_name, name] for name in variants]
         print(f"| {pass_name} | " + " | ".join(f"{t:.1f}" for t in times) + f" | {times[0] / times[-1]:.2f}× |")
+    if args.profile:
+        params = sum(p.numel() for p in worker.strategy.model.parameters())
+        run_tokens = args.num_seqs * (args.prompt_len + args.response_len) - (args.num_seqs - args.num_seqs // args.group_size) * args.prompt_len
+        print_profile(prof, profiled, best["train step", list(variants)[-1]], 6 * params * run_tokens / flops, run_tokens)
+
+
+def print_profile(prof, profiled: float, step: float, token_limit: float, run_tokens: int, top: int = 25) -> None:
+    """The profiled train step: its phases and its costliest operators, beside the token-work limit."""
+    events = prof.key_averages()
+    # torch opens these ranges around each backward node and each optimizer step
+    phases = {"backward": "autograd::engine::evaluate_function", "optimizer": "Optimizer.step"}
+    spent = {phase: sum(e.cpu_time_total for e in events if e.key.startswith(key)) / 1e6 for phase, key in phases.items()}
+    spent["forward, loss and the rest"] = profiled - sum(spent.values())
+    print(f"\ntrain step of the last variant: {step:.1f} s ({profiled:.1f} s under the profiler); the {run_tokens} tokens "
+          f"it runs (each group's prompt once) cost {token_limit:.1f} s at the matmul rate ({token_limit / step:.0%} of the step)")
+    for phase, seconds in spent.items():
+        print(f"  {phase:<28} {seconds:6.1f} s")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=top, max_name_column_width=60))
 
 
 if __name__ == "__main__":

@@ -67,8 +67,7 @@ def scripted_trajectories(config, tokenizer: Any, count: int, step: int) -> list
     tags = warmup.tags or config.train_env_manager.tags
     proxy = ScriptedProxy(tokenizer, warmup.policy, seed=config.seed + step)
     # the scripted policy plays every turn: the run's exploration would replace its moves by random ones
-    manager_config = dataclasses.replace(config.train_env_manager, random_action_rate=0.0, generating_args=(
-        config.train_env_manager.generating_args or config.actor_infer.generating_args))
+    manager_config = dataclasses.replace(config.train_env_manager, random_action_rate=0.0)
     trajectories = []
     for i in range(count):
         tag = tags[i % len(tags)]
