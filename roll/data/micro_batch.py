@@ -147,15 +147,18 @@ def rows_micro_batch(batch: Batch, indices: list[int], width: int, lengths: list
 
 
 def split_padded(batch: Batch, micro_batch_size: int) -> list[MicroBatch]:
-    """Plain padding: consecutive groups of `micro_batch_size` samples, each row as wide as the batch."""
+    """Plain padding: groups of `micro_batch_size` samples, each row as wide as the batch. The samples are
+    taken in the order of their tokens, so the samples of one prompt (a GRPO group's answers, shuffled
+    apart in a mini-batch) are neighbours and a micro-batch can run that prompt once
+    (roll/strategies/shared_prefix.py). Which samples share a micro-batch changes no sum over them."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be ≥ 1, got {micro_batch_size}")
     lengths = sample_lengths(batch.tensors["attention_mask"])
-    width = batch.tensors["input_ids"].shape[1]
-    return [
-        rows_micro_batch(batch, list(range(i, min(i + micro_batch_size, len(batch)))), width, lengths)
-        for i in range(0, len(batch), micro_batch_size)
-    ]
+    ids = batch.tensors["input_ids"]
+    width = ids.shape[1]
+    order = sorted(range(len(batch)), key=lambda i: (ids[i, :lengths[i]].tolist(), i))
+    return [rows_micro_batch(batch, order[i : i + micro_batch_size], width, lengths)
+            for i in range(0, len(batch), micro_batch_size)]
 
 
 def scatter_to_batch(micro_batches: list[MicroBatch], outputs: list[Tensor], batch_size: int, width: int) -> Tensor:

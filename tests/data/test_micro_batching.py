@@ -103,3 +103,15 @@ def test_samples_of_one_length_and_one_prompt_are_neighbours():
     (first, _), (second, _) = plan_dynamic_batches([6] * 8, 24, tokens=ids.tolist())
     assert {prompts[i] for i in first} == {7} and {prompts[i] for i in second} == {9}
     assert [sorted(mb.sample_indices) for mb in split_dynamic(batch, 24)] == [sorted(first), sorted(second)]
+
+
+def test_fixed_size_micro_batches_put_the_answers_of_one_prompt_together():
+    # two prompts, four answers each, shuffled apart as a mini-batch draws them
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(5, 100, (12,), generator=g) for _ in range(2)]
+    rows = [torch.cat([prompts[k], torch.randint(5, 100, (4,), generator=g)]) for k in (0, 1, 1, 0, 1, 0, 0, 1)]
+    ids = torch.stack(rows)
+    batch = Batch({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    micro_batches = split_padded(batch, 4)
+    assert [sorted(mb.sample_indices) for mb in micro_batches] in ([[0, 3, 5, 6], [1, 2, 4, 7]], [[1, 2, 4, 7], [0, 3, 5, 6]])
+    assert all(mb.input_ids.shape == (4, 16) for mb in micro_batches)

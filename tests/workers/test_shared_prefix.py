@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from roll.configs.worker_config import ModelArgs
 from roll.data.batch import Batch
-from roll.data.micro_batch import split_padded
+from roll.data.micro_batch import MicroBatch, rows_micro_batch, sample_lengths, split_padded
 from roll.data.sequence_packing import split_packed
 from roll.distributed import Cluster
 from roll.strategies.shared_prefix import (
@@ -50,25 +50,28 @@ def two_prompt_batch(vocab: int = 300) -> Batch:
     return batch
 
 
+def whole(batch: Batch) -> MicroBatch:
+    """The batch as one micro-batch, rows in batch order (split_padded orders rows by their tokens)."""
+    return rows_micro_batch(batch, list(range(len(batch))), batch.tensors["input_ids"].shape[1],
+                            sample_lengths(batch.tensors["attention_mask"]))
+
+
 def plan(mb) -> list[tuple[list[int], int, int]] | None:
     groups = plan_prefix_groups(mb)
     return None if groups is None else [(g.rows, g.prefix, g.width) for g in groups]
 
 
 def test_the_plan_shares_each_prompt_where_it_pays_and_rows_allow():
-    (mb,) = split_padded(prompt_batch(prefix=24), 6)
-    assert plan(mb) == [([0, 1, 2, 3, 4, 5], 24, 40)]
+    assert plan(whole(prompt_batch(prefix=24))) == [([0, 1, 2, 3, 4, 5], 24, 40)]
     # never the whole of the shortest sample: each row keeps a token to run
-    (short,) = split_padded(prompt_batch(prefix=29, lengths=[29, 40]), 2)
-    assert plan(short) == [([0, 1], 28, 40)]
-    assert plan(split_padded(prompt_batch(prefix=MIN_SHARED_TOKENS - 1), 6)[0]) is None
+    assert plan(whole(prompt_batch(prefix=29, lengths=[29, 40]))) == [([0, 1], 28, 40)]
+    assert plan(whole(prompt_batch(prefix=MIN_SHARED_TOKENS - 1))) is None
     assert plan(split_padded(prompt_batch(prefix=24), 1)[0]) is None  # one row: nothing to share
     assert all(plan(mb) is None for mb in split_packed(prompt_batch(prefix=24), 80))  # packed rows hold several samples
     # two prompts in one micro-batch: each trio runs its prompt once, on its own columns (the second
     # trio's shortest sample has 29 tokens, its longest 33): 52 + 43 tokens and one more group, against
     # 140 sharing only the system prompt
-    (mixed,) = split_padded(two_prompt_batch(), 6)
-    assert plan(mixed) == [([0, 2, 4], 34, 40), ([1, 3, 5], 28, 33)]
+    assert plan(whole(two_prompt_batch())) == [([0, 2, 4], 34, 40), ([1, 3, 5], 28, 33)]
 
 
 @pytest.mark.parametrize("arch, prompts", [("qwen2", 1), ("llama", 1), ("qwen2", 2)])
@@ -77,7 +80,7 @@ def test_hidden_states_and_gradients_equal_the_plain_forward(arch, prompts, tiny
     model.train()
     vocab = model.config.vocab_size
     batch = prompt_batch(prefix=24, vocab=vocab) if prompts == 1 else two_prompt_batch(vocab=vocab)
-    (mb,) = split_padded(batch, 6)
+    mb = whole(batch)
     inputs = {"input_ids": mb.input_ids, "position_ids": mb.position_ids}
     real = batch.tensors["attention_mask"].bool()
     weights = torch.randn(*mb.input_ids.shape, model.config.vocab_size) * real[..., None]
@@ -133,12 +136,16 @@ def test_actor_scores_and_updates_as_without_sharing_on_fewer_tokens(tiny_model_
 
     shared = run(gradient_checkpointing=False)
     full = run(gradient_checkpointing=True)
+    # micro-batches take the rows in the order of their tokens; each runs the 24 shared tokens once and
+    # the rest of each row up to the longest row of the micro-batch
+    ids = batch.tensors["input_ids"]
+    order = sorted(range(6), key=lambda i: ids[i, :LENGTHS[i]].tolist())
+    triples = [max(LENGTHS[j] for j in order[i : i + 3]) for i in range(0, 6, 3)]
+    pairs = [max(LENGTHS[j] for j in order[i : i + 2]) for i in range(0, 6, 2)]
     # scoring shares in both (no gradients, no checkpointing): micro-batches of 3 rows (infer_batch_size)
-    assert shared[1] == full[1] == [24, 3 * (width - 24)] * 2
+    assert shared[1] == full[1] == [n for longest in triples for n in (24, 3 * (longest - 24))]
     assert torch.allclose(shared[0], full[0], atol=1e-5)
-    # training: 3 micro-batches of 2 rows; 24 tokens once and the rest of each row up to the longer of the
-    # two, vs every row in full
-    pairs = [max(LENGTHS[i : i + 2]) for i in range(0, 6, 2)]
+    # training: 3 micro-batches of 2 rows, vs every row in full
     assert shared[3] == [n for longest in pairs for n in (24, 2 * (longest - 24))] and full[3] == [2 * width] * 3
     assert max_abs_diff(shared[4], full[4]) < 1e-5
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
