@@ -30,9 +30,6 @@ SAVE_ALL_VAL = "report.val_trajectories=100000"
 MOVE_CALL = '<tool_call>\n{{"name": "move", "arguments": {{"direction": "{answer}"}}}}\n</tool_call>'
 
 
-DIRECTIONS = ["Up", "Down", "Left", "Right"]
-
-
 class MoveAnswers:
     """An engine for roll's OpenAI server: each call answered by roll's random proxy with a `move` tool call
     in a direction drawn from `directions` (one direction: a policy that always makes that move)."""
@@ -64,12 +61,16 @@ def moves_success(seeds: list[int], tokenizer, env_config: SimpleNamespace, dire
 def random_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace,
                         plays: int = RANDOM_PLAYS_PER_SEED) -> float:
     """Random moves: a policy that never reads the board."""
-    return moves_success(seeds, tokenizer, env_config, DIRECTIONS, plays)
+    from examples.agents.grid_agent import MOVES
+
+    return moves_success(seeds, tokenizer, env_config, list(MOVES), plays)
 
 
 def best_fixed_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace) -> tuple[str, float]:
     """The best of the four policies that always make the same move (blind too; deterministic, one play)."""
-    scores = {d: moves_success(seeds, tokenizer, env_config, [d], plays=1) for d in DIRECTIONS}
+    from examples.agents.grid_agent import MOVES
+
+    scores = {d: moves_success(seeds, tokenizer, env_config, [d], plays=1) for d in MOVES}
     best = max(scores, key=scores.get)
     return best, scores[best]
 

@@ -142,7 +142,7 @@ def main() -> None:
         print(f"| {pass_name} | " + " | ".join(f"{t:.1f}" for t in times) + f" | {times[0] / times[-1]:.2f}× |")
     if args.profile:
         params = sum(p.numel() for p in worker.strategy.model.parameters())
-        run_tokens = args.num_seqs * (args.prompt_len + args.response_len) - (args.num_seqs - args.num_seqs // args.group_size) * args.prompt_len
+        run_tokens = args.num_seqs // args.group_size * args.prompt_len + args.num_seqs * args.response_len
         print_profile(prof, profiled, best["train step", list(variants)[-1]], 6 * params * run_tokens / flops, run_tokens)
 
 

@@ -1,5 +1,5 @@
 """Agent runners the tests name by class path: one written with the OpenAI Agents SDK, and runners
-that misbehave (raise, hang, forge the history, never call)."""
+that misbehave (raise, hang, forge the history, never call, offer no tools)."""
 
 from __future__ import annotations
 
@@ -70,3 +70,12 @@ class ForgingRunner:
 class SilentRunner:
     def run_episode(self, seed, base_url, env_config):
         return {"score": 1.0}
+
+
+class ToollessRunner:
+    """Chats without offering any tools."""
+
+    def run_episode(self, seed, base_url, env_config):
+        client = openai.OpenAI(base_url=base_url, api_key="any", max_retries=0)
+        client.chat.completions.create(model="policy", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+        return {"score": 0.0}

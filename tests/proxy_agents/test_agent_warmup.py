@@ -63,3 +63,14 @@ def test_an_agent_runner_warmup_must_be_random(tiny_model_dir):
 
     with pytest.raises(ConfigError, match="sft_warmup.policy: 'optimal' plays a roll env, and 'GridAgent'"):
         load_agentic_config(*EXAMPLE, [f"pretrain={tiny_model_dir}", "sft_warmup.steps=1", "sft_warmup.policy=optimal"])
+
+
+def test_an_agent_that_offers_no_tools_fails_its_warmup_episode_naming_why(tiny_model_dir):
+    from roll.pipeline.agentic.sft_warmup import scripted_trajectories
+    from roll.pipeline.agentic.trajectory import EpisodeFailure
+
+    config = load_agentic_config(*EXAMPLE, [f"pretrain={tiny_model_dir}", "sft_warmup.steps=1",
+                                            "custom_envs.GridAgent.agent_runner_cls=tests.proxy_agents.runners.ToollessRunner"])
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with pytest.raises(EpisodeFailure, match="offered no tools"):
+        scripted_trajectories(config, tokenizer, count=1, step=0)

@@ -24,6 +24,7 @@ from hydra.utils import get_class
 from transformers import AutoTokenizer
 
 from roll.agentic.env.policies import TOOL_POLICY, scripted_answer, tool_use_text
+from roll.pipeline.agentic.env_manager.proxy_env_manager import ProxyEnvManager
 from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
 from roll.pipeline.agentic.llm_proxy.tool_calls import get_format, parser_for_template, random_tool_call
 from roll.pipeline.agentic.trajectory import Trajectory
@@ -40,13 +41,13 @@ class ScriptedProxy:
     def __init__(self, tokenizer: Any, kind: str, seed: int) -> None:
         self.tokenizer, self.kind = tokenizer, kind
         self.rng = random.Random(seed)
-        self.manager: TrajEnvManager | None = None
+        self.manager: TrajEnvManager | ProxyEnvManager | None = None
         self.tool_format = get_format(parser_for_template(tokenizer.chat_template))
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         if request.tools:  # an agent runner's chat call, through roll's OpenAI server
             text = self.tool_format.write(*random_tool_call(request.tools, self.rng))
-        elif not hasattr(self.manager, "env"):
+        elif isinstance(self.manager, ProxyEnvManager):
             raise ValueError("sft_warmup: an agent runner's call offered no tools; the warm-up of an agent runner "
                              "teaches calling its tools, so its agent must pass `tools` (or set sft_warmup.steps=0)")
         elif self.kind == TOOL_POLICY:  # reads the tool's output from the chat, as the model would

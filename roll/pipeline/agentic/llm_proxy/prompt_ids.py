@@ -113,8 +113,9 @@ class ChatRenderer:
                 out.foreign_turns.append(index)
                 continue
             # more such messages than replies (an agent that repeats one): the latest reply
-            reply = generated[min(seen.get(key, 0), len(generated) - 1)]
-            seen[key] = seen.get(key, 0) + 1
+            nth = seen.get(key, 0)
+            reply = generated[min(nth, len(generated) - 1)]
+            seen[key] = nth + 1
             head = self.render(messages[:index], tools, generation_prompt=True)
             turn = self.render(messages[:index + 1], tools, generation_prompt=False)
             close = self._closing_text(messages[:index], tools, head)
