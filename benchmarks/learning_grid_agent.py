@@ -2,7 +2,8 @@
 with a `move` tool, no roll imports) trained with GRPO on the embedded SmolLM2-135M-Instruct, on CPU.
 
 Runs examples/agents/agent_grid.yaml through the real launcher, then prints the agent's validation success
-at every validation (before step 1 is the untrained model) beside the random-move baseline: the same
+at every validation (before step 1 is the untrained model), with the share of its moves that go toward
+the goal, beside the random-move baseline: the same
 agent code, on the same validation seeds, talking to a roll OpenAI server whose policy answers every call
 with a `move` tool call in a uniformly random direction (8 plays per seed), and the best of the four
 policies that make the same move every turn. Neither reads the board. Extra arguments are Hydra overrides:
@@ -21,6 +22,9 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from examples.agents.grid_agent import MOVES  # noqa: E402
+from roll.viewer.records import trajectory_file  # noqa: E402
 
 CONFIG = ("examples/agents", "agent_grid")
 TAG = "GridAgent"
@@ -61,15 +65,11 @@ def moves_success(seeds: list[int], tokenizer, env_config: SimpleNamespace, dire
 def random_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace,
                         plays: int = RANDOM_PLAYS_PER_SEED) -> float:
     """Random moves: a policy that never reads the board."""
-    from examples.agents.grid_agent import MOVES
-
     return moves_success(seeds, tokenizer, env_config, list(MOVES), plays)
 
 
 def best_fixed_move_success(seeds: list[int], tokenizer, env_config: SimpleNamespace) -> tuple[str, float]:
     """The best of the four policies that always make the same move (blind too; deterministic, one play)."""
-    from examples.agents.grid_agent import MOVES
-
     scores = {d: moves_success(seeds, tokenizer, env_config, [d], plays=1) for d in MOVES}
     best = max(scores, key=scores.get)
     return best, scores[best]
@@ -78,6 +78,25 @@ def best_fixed_move_success(seeds: list[int], tokenizer, env_config: SimpleNames
 def read_validations(logs: Path) -> list[dict]:
     rows = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return [r for r in rows if f"val/env/{TAG}/success" in r]
+
+
+def moves_toward_goal(rows: list[dict]) -> float:
+    """Of the `move` calls in saved validation episodes (one row per sample; an episode's samples share its
+    traj_id and its whole chat is on each), the share whose direction the preceding hint line names
+    (`G is 2 Down and 1 Right.`): about chance for a policy that ignores it. NaN without calls."""
+    chats = {row["traj_id"]: row["messages"] for row in rows}
+    toward = total = 0
+    for messages in chats.values():
+        hint = ""
+        for message in messages:
+            if message["role"] in ("user", "tool") and "G is " in message["content"]:
+                hint = message["content"].rsplit("G is ", 1)[1]
+            for call in message.get("tool_calls") or []:
+                arguments = call["function"]["arguments"]
+                direction = (json.loads(arguments) if isinstance(arguments, str) else arguments).get("direction")
+                total += 1
+                toward += direction in MOVES and direction in hint
+    return toward / total if total else float("nan")
 
 
 def validation_seeds(logs: Path) -> list[int]:
@@ -118,11 +137,13 @@ def main(overrides: list[str]) -> int:
           f"overrides {overrides}")
     print(f"{len(seeds)} validation seeds; random moves through the same agent code: {baseline:.3f} "
           f"({RANDOM_PLAYS_PER_SEED} plays per seed); the best fixed move ({fixed_move} every turn): {fixed:.3f}")
-    print(f"{'before step':>11} {'success':>8} {'moved':>10} {'calls':>6} {'random moves':>13} {'best fixed move':>16}")
+    print(f"{'before step':>11} {'success':>8} {'moved':>10} {'calls':>6} {'toward G':>9} {'random moves':>13} "
+          f"{'best fixed move':>16}")
     for row in read_validations(logs):
+        toward = moves_toward_goal(json.loads(trajectory_file(logs, "val", row["step"]).read_text()))
         print(f"{row['step']:>11} {row[f'val/env/{TAG}/success']:>8.3f} "
               f"{row.get(f'val/env/{TAG}/moved', float('nan')):>10.3f} "
-              f"{row.get(f'val/env/{TAG}/agent/calls', float('nan')):>6.2f} {baseline:>13.3f} {fixed:>16.3f}")
+              f"{row.get(f'val/env/{TAG}/agent/calls', float('nan')):>6.2f} {toward:>9.3f} {baseline:>13.3f} {fixed:>16.3f}")
     return 0
 
 

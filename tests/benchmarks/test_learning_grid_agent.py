@@ -5,6 +5,7 @@ where a plain-Python walk in that direction does."""
 
 from __future__ import annotations
 
+import math
 import random
 from types import SimpleNamespace
 
@@ -49,3 +50,19 @@ def test_the_best_fixed_move_is_the_best_straight_walk(tiny_model_dir):
     straight = {name: walk_success(SEEDS, plays=1, moves=[move]) for name, move in zip(["Up", "Down", "Left", "Right"], MOVES)}
     assert success == max(straight.values()) and straight[best] == success
     assert 0 < success < 0.5  # a straight line reaches only the goals in its row or column
+
+
+def call(direction: str) -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "move", "arguments": {"direction": direction}}}]}
+
+
+def test_moves_toward_goal_reads_the_hint_before_each_call_and_counts_an_episode_once():
+    from benchmarks.learning_grid_agent import moves_toward_goal
+
+    chat = [{"role": "user", "content": "P _\n_ G\nG is 1 Down and 1 Right."}, call("Down"),
+            {"role": "tool", "content": "_ _\nP G\nG is 1 Right."}, call("Up"), call(" Right")]
+    # two samples of one episode carry its chat: it counts once; " Right" is not a move the agent makes
+    rows = [{"traj_id": "v1-g0-0", "messages": chat[:2]}, {"traj_id": "v1-g0-0", "messages": chat}]
+    assert moves_toward_goal(rows) == 1 / 3
+    assert math.isnan(moves_toward_goal([{"traj_id": "v1-g1-0", "messages": chat[:1]}]))  # no call: no share
