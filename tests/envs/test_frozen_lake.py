@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from roll.agentic.env import make_env
+from roll.agentic.env.frozen_lake.env import has_goalward_hole, shortest_path_moves
 
 REPO = Path(__file__).resolve().parents[2]
 LETTER_OF = {"P": "F", "_": "F", "O": "H", "G": "G"}  # ROLL symbols at reset (player on start)
@@ -181,6 +182,23 @@ def test_random_start_draws_every_cell_that_can_reach_the_goal_and_no_other():
     assert all(fixed.reset(seed=seed) and fixed.player == (0, 0) for seed in range(20))  # default: S
 
 
+def test_start_beside_hole_draws_only_cells_where_a_move_toward_the_goal_is_a_hole():
+    desc = ["SFHF", "FFFH", "HFFG"]  # as above: Right from (0, 1) and (1, 2), Down from (1, 0) fall in
+    env = make_env("frozen_lake", desc=desc, is_slippery=False, random_start=True, start_beside_hole=True)
+    assert {env.reset(seed=seed) and env.player for seed in range(100)} == {(0, 1), (1, 0), (1, 2)}
+    generated = make_env("frozen_lake", size=4, p=0.8, is_slippery=False, random_start=True,
+                         start_beside_hole=True, describe_surroundings=True)
+    for seed in range(50):  # maps with no such cell are redrawn: every episode starts at a decision
+        observation, _ = generated.reset(seed=seed)
+        assert has_goalward_hole(generated.desc, generated.player)
+        assert shortest_path_moves(generated.desc, generated.player)
+        assert "hole" in observation.splitlines()[-1]
+    with pytest.raises(ValueError, match="start_beside_hole"):
+        make_env("frozen_lake", desc=["SF", "FG"], random_start=True, start_beside_hole=True).reset(seed=0)
+    with pytest.raises(ValueError, match="start_beside_hole.*random_start"):
+        make_env("frozen_lake", start_beside_hole=True)
+
+
 def test_cell_separator_and_surroundings_line_describe_the_board():
     env = make_env("frozen_lake", desc=["SFH", "HFF", "FFG"], is_slippery=False,
                    cell_separator=" ", describe_surroundings=True)
@@ -272,7 +290,8 @@ def test_hole_penalty_costs_only_the_move_that_falls_in():
 
 @pytest.mark.parametrize("key, value", [("cell_separator", "\n"), ("describe_surroundings", "yes"),
                                         ("progress_reward", "0.1"), ("ineffective_penalty", "-0.1"),
-                                        ("hole_penalty", "-1"), ("random_start", "yes")])
+                                        ("hole_penalty", "-1"), ("random_start", "yes"),
+                                        ("start_beside_hole", "yes")])
 def test_bad_observation_and_reward_options_name_the_key(key, value):
     with pytest.raises(ValueError, match=key):
         make_env("frozen_lake", **{key: value})

@@ -50,6 +50,9 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         Monte Carlo's "exploring starts": training meets the cells a fixed start rarely reaches (dead
         ends whose only way out is Left or Up) while the policy is still broad enough to try the way out.
         For training envs; keep validation on S to compare with the map-blind baselines.
+    start_beside_hole: with random_start, draw only among the cells where a move toward the goal falls
+        into a hole: the boards where reading the map decides the move (a curriculum of decision
+        points). Generated maps without such a cell are redrawn; a fixed map (desc, map_seed) must have one.
     hole_penalty: added to the reward of the move that falls into a hole (negative to punish it).
         Without it a fall only loses the rewards that would have followed, a weak signal for the one
         turn whose reply caused it; step-wise credit (GiGPO) compares that turn with its alternatives."""
@@ -78,6 +81,7 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
     progress_reward: float = 0.0
     progress_measure: str = "manhattan"
     random_start: bool = False
+    start_beside_hole: bool = False
     hole_penalty: float = 0.0
 
     def __post_init__(self) -> None:
@@ -102,6 +106,9 @@ class FrozenLakeEnvConfig(BaseEnvConfig):
         require_cell_separator(self.cell_separator)
         require_bool(self.describe_surroundings, "describe_surroundings")
         require_bool(self.random_start, "random_start")
+        require_bool(self.start_beside_hole, "start_beside_hole")
+        if self.start_beside_hole and not self.random_start:
+            raise config_error("start_beside_hole", "chooses among random starts; set random_start: true with it")
         require_number(self.progress_reward, "progress_reward")
         self.progress_reward = float(self.progress_reward)
         require_progress_measure(self.progress_measure)

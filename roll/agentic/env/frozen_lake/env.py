@@ -79,9 +79,26 @@ def goal_distances(desc: list[str], measure: str) -> dict[tuple[int, int], int]:
     return distance
 
 
-def start_cells(desc: list[str]) -> list[tuple[int, int]]:
-    """random_start's choices: the non-goal cells with a hole-free path to a goal, in row order."""
-    return sorted(cell for cell, distance in goal_distances(desc, "path").items() if distance > 0)
+def start_cells(desc: list[str], beside_hole: bool = False) -> list[tuple[int, int]]:
+    """random_start's choices: the non-goal cells with a hole-free path to a goal, in row order; with
+    ``beside_hole`` only those where a move toward the goal falls into a hole (start_beside_hole)."""
+    cells = sorted(cell for cell, distance in goal_distances(desc, "path").items() if distance > 0)
+    return [cell for cell in cells if has_goalward_hole(desc, cell)] if beside_hole else cells
+
+
+def has_goalward_hole(desc: list[str], cell: tuple[int, int]) -> bool:
+    """Whether a move from ``cell`` that shortens the Manhattan distance to the nearest goal lands in a hole."""
+    rows, cols = len(desc), len(desc[0])
+    goals = [(r, c) for r in range(rows) for c in range(cols) if desc[r][c] == "G"]
+
+    def distance(r: int, c: int) -> int:
+        return min(abs(r - gr) + abs(c - gc) for gr, gc in goals)
+
+    for dr, dc in MOVES:
+        r, c = cell[0] + dr, cell[1] + dc
+        if 0 <= r < rows and 0 <= c < cols and desc[r][c] == "H" and distance(r, c) < distance(*cell):
+            return True
+    return False
 
 
 def generate_map(size: int, p: float, rng: random.Random) -> list[str]:
@@ -122,17 +139,32 @@ class FrozenLakeEnv(BaseEnv):
 
     def _reset(self, rng: random.Random) -> None:
         cfg = self.config
-        if cfg.desc is not None:
-            self.desc = list(cfg.desc)
-        elif cfg.map_seed is not None:
-            self.desc = generate_map(cfg.size, cfg.p, random.Random(cfg.map_seed))
-        else:
-            self.desc = generate_map(cfg.size, cfg.p, rng)
-        self.player = _find(self.desc, "S")
+        self.desc = self._draw_map(rng)
         if cfg.random_start:
-            self.player = rng.choice(start_cells(self.desc))
+            starts = start_cells(self.desc, beside_hole=cfg.start_beside_hole)
+            generated = cfg.desc is None and cfg.map_seed is None
+            for _ in range(_MAX_MAP_DRAWS):  # a generated map without a decision cell is redrawn
+                if starts or not generated:
+                    break
+                self.desc = self._draw_map(rng)
+                starts = start_cells(self.desc, beside_hole=True)
+            if not starts:
+                wanted = " where a move toward the goal falls into a hole (start_beside_hole)" if cfg.start_beside_hole else ""
+                raise ValueError(f"env_config.random_start: the map {self.desc} has no cell with a hole-free path "
+                                 f"to the goal{wanted}; give a map with one")
+            self.player = rng.choice(starts)
+        else:
+            self.player = _find(self.desc, "S")
         self._goal_distance = goal_distances(self.desc, self.config.progress_measure)
         self._rng = rng  # the slips of this episode continue the seed's stream
+
+    def _draw_map(self, rng: random.Random) -> list[str]:
+        cfg = self.config
+        if cfg.desc is not None:
+            return list(cfg.desc)
+        if cfg.map_seed is not None:
+            return generate_map(cfg.size, cfg.p, random.Random(cfg.map_seed))
+        return generate_map(cfg.size, cfg.p, rng)
 
     def action_names(self) -> list[str]:
         return list(self._names)
