@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: FrozenLake on the embedded SmolLM2-135M-Instruct, on CPU, sized for 15 minutes on 2 cores
-# set-up included: a 2-step warm-up on random moves, 8 GRPO steps of one-move episodes from decision
-# points, and 32 validation maps after the warm-up and at the end, beside the map-blind baselines
+# set-up included: a 2-step warm-up on random moves, 16 GRPO steps of one-move episodes (mostly from decision
+# points), and 32 validation maps after the warm-up, at step 8 and at the end, beside the map-blind baselines
 # (examples/smollm2-135M-agentic_cpu/agent_val_frozen_lake_decisions.yaml). Sets up .venv first if
 # needed. Arguments are Hydra overrides: `bash scripts/train_frozen_lake_cpu.sh max_steps=12`.
 set -euo pipefail
