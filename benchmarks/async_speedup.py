@@ -25,23 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.train_throughput import matmul_flops  # noqa: E402
 CONFIG = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
-
-
-def matmul_gflops(size: int = 2048, repeats: int = 3) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
-    return 2 * size**3 / best / 1e9
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def run(work: Path, name: str, ratio: int, steps: int, pretrain: str, extra: list[str]) -> dict[str, float]:
@@ -77,11 +65,11 @@ def main() -> None:
     parser.add_argument("--pretrain", default="tiny-random-qwen2")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for both runs (key=value)")
     args = parser.parse_args()
-    print(f"fp32 matmul 2048²: {matmul_gflops():.1f} GFLOP/s (before)")
+    print(f"fp32 matmul 2048²: {matmul_flops() / 1e9:.1f} GFLOP/s (before)")
     with tempfile.TemporaryDirectory(prefix="asyncb", dir="/tmp") as tmp:  # Ray's socket paths must stay short
         results = {name: run(Path(tmp), name, ratio, args.steps, args.pretrain, args.overrides)
                    for name, ratio in (("sync", 0), ("async", 1))}
-    print(f"fp32 matmul 2048²: {matmul_gflops():.1f} GFLOP/s (after)")
+    print(f"fp32 matmul 2048²: {matmul_flops() / 1e9:.1f} GFLOP/s (after)")
     columns = list(results["sync"])
     print("| run | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 1) + "|")

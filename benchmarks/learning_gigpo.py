@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.train_throughput import matmul_flops  # noqa: E402
+
 CONFIG = ("examples/smollm2-135M-agentic_cpu", "agent_val_frozen_lake")
 TAG = "FrozenLakeCPU"
 STEP_MANAGER = "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager"
@@ -35,18 +37,6 @@ VARIANTS = {
     "gigpo": ["adv_estimator=gigpo", f"custom_envs.{TAG}.env_manager_cls={STEP_MANAGER}",
               f"++custom_envs.{TAG}.history_length=2", "batch_adjust_mode=copy", "step_reward_gamma=0.95"],
 }
-
-
-def matmul_gflops() -> float:
-    """fp32 2048x2048 matmul rate on this machine now (GFLOP/s), to read wall-clock times by."""
-    import torch
-
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(3):
-        a @ b
-    return 3 * 2 * 2048**3 / (time.perf_counter() - start) / 1e9
 
 
 def validations(metrics_file: Path) -> dict[int, dict]:
@@ -82,7 +72,7 @@ def run(variant: str, overrides: list[str]) -> tuple[dict[int, dict], float]:
 
 
 def main(overrides: list[str]) -> int:
-    print(f"matmul 2048x2048 fp32: {matmul_gflops():.1f} GFLOP/s")
+    print(f"matmul 2048x2048 fp32: {matmul_flops() / 1e9:.1f} GFLOP/s")
     results = {variant: run(variant, overrides) for variant in VARIANTS}
     steps = sorted({s for rows, _ in results.values() for s in rows})
     print(f"\nFrozenLake 4x4 (non-slippery), SmolLM2-135M-Instruct, CPU, overrides {overrides}")
