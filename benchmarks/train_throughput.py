@@ -3,6 +3,7 @@ vs sequence packing on a batch of mixed-length sequences (like multi-turn trajec
 
     .venv/bin/python benchmarks/train_throughput.py [--num-seqs 8 --min-len 100 --max-len 1000]
     .venv/bin/python benchmarks/train_throughput.py --strategies hf_train,fsdp2_train,deepspeed_train:2,deepspeed_train:3
+    .venv/bin/python benchmarks/train_throughput.py --recompute-budget 2048   # + gradient checkpointing
 
 `--strategies` compares training strategies (one process each, `deepspeed_train:N` = ZeRO stage N)
 on the same batch with dynamic batching, instead of the layouts under hf_train.
@@ -99,6 +100,8 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=1, help="plain padding: sequences per micro-batch")
     parser.add_argument("--budget", type=int, default=1024, help="tokens per micro-batch (dynamic) / per packed row")
+    parser.add_argument("--recompute-budget", type=int, default=None,
+                        help="also time dynamic batching with gradient checkpointing at this many tokens per micro-batch")
     parser.add_argument("--strategies", default=None,
                         help="compare strategies instead of layouts, e.g. hf_train,fsdp2_train,deepspeed_train:3")
     args = parser.parse_args()
@@ -124,6 +127,10 @@ def main() -> None:
     cfg = LossConfig(mini_batch_size=args.num_seqs, shuffle=False)
     rows, params = [], None
     runs = strategy_runs(args.strategies, args.budget) if args.strategies else layouts(args.budget, args.rows)
+    if args.recompute_budget:  # activations recomputed in the backward pass: less memory, a second forward
+        runs[f"dynamic batching, gradient checkpointing, {args.recompute_budget} tokens"] = dict(
+            layouts(args.recompute_budget, 1)["dynamic batching"],
+            model_args=dataclasses.replace(base.model_args, disable_gradient_checkpointing=False))
     for name, overrides in runs.items():
         cluster = Cluster(name, ActorWorker, dataclasses.replace(base, **overrides), executor="local", threads_per_worker=threads)
         try:
