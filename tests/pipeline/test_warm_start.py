@@ -162,7 +162,7 @@ def test_a_two_stage_chain_is_one_command(tiny_model_dir, folder):
     assert "running stage one first" not in again.stdout
 
 
-@pytest.mark.timeout(1200)  # three launcher runs (about a minute each on an idle 2-core machine)
+@pytest.mark.timeout(1200)  # two launcher runs, one refused before Ray starts
 def test_a_resume_under_a_config_that_trains_differently_is_refused_before_ray_starts(tiny_model_dir, folder):
     write_stage(folder, tiny_model_dir, "one", max_steps=1)
     assert launch(folder, "one").returncode == 0
@@ -171,7 +171,5 @@ def test_a_resume_under_a_config_that_trains_differently_is_refused_before_ray_s
     assert refused.returncode == 2, refused.stdout[-4000:]
     assert "dual_clip_loss: False -> True" in refused.stdout and "warm_start_from.checkpoint=" in refused.stdout
     assert not (folder / "ray").exists()
-    # …and with only a longer run asked for, it continues the same run
-    resumed = launch(folder, "one", "max_steps=2", "resume_from_checkpoint=true")
-    assert resumed.returncode == 0, resumed.stdout[-4000:]
-    assert "continuing at step 2" in resumed.stdout
+    # a longer run alone is no difference (the unit test above); that it then continues the same run is
+    # test_end_to_end.py's resume test

@@ -42,6 +42,7 @@ def test_the_reference_is_the_warmed_up_policy_and_a_resumed_run_keeps_it(tiny_m
     warmup = next(r for r in read_metrics(whole) if "sft/loss" in r)
     assert warmup["sft/loss"] < 0.97 * warmup["sft/first_loss"], "the warm-up did not move the policy"
     kl = kl_by_step(whole)
+    assert all("actor/kl_loss" in r for r in read_metrics(whole) if "actor/pg_loss" in r)  # Reinforce++'s KL loss
     # Step 1's old log-probs come from the warmed-up policy before any RL update: the same weights
     # as the reference, so their KL is zero up to float noise (the base model's would not be).
     assert abs(kl[1]) < 1e-6, kl
