@@ -9,10 +9,11 @@ bash "$ROOT/scripts/bootstrap.sh"
 PY="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; PY="${PY:-$ROOT/.venv/bin/python}"
 cd "$ROOT"
 if [ "$#" -eq 0 ]; then
-  # 3 steps of one group of 8 episodes, a warm-up of 2 x 8 random-move episodes, 16 validation maps:
-  # sized to finish within 15 minutes on 2 cores (see the README for what it shows).
+  # 3 steps of one group of 8 episodes, a warm-up of 2 x 8 random-move episodes, 16 validation maps
+  # after the warm-up and at the end (the base model before it answers nothing valid, and playing it out
+  # cost a minute): sized to finish within 15 minutes on 2 cores (see the README for what it shows).
   set -- exp_name=frozen_lake_cpu_short max_steps=3 eval_steps=3 save_steps=3 \
-         sft_warmup.steps=2 sft_warmup.episodes_per_step=8 \
+         sft_warmup.steps=2 sft_warmup.episodes_per_step=8 sft_warmup.validate_before=false \
          rollout_batch_size=8 train_env_manager.num_env_groups=1 \
          actor_train.training_args.gradient_accumulation_steps=1 \
          val_batch_size=16 val_env_manager.num_env_groups=16
