@@ -12,7 +12,7 @@ the same `[B, L]` tensors as with plain padding.
 from __future__ import annotations
 
 from roll.data.batch import Batch
-from roll.data.micro_batch import MicroBatch, rows_micro_batch, sample_lengths
+from roll.data.micro_batch import MicroBatch, rows_micro_batch, sample_lengths, sample_tokens
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -64,7 +64,7 @@ def split_dynamic(
     """Micro-batches of `batch` under a token budget, each padded only to its own longest sample."""
     lengths = sample_lengths(batch.tensors["attention_mask"])
     ids = batch.tensors["input_ids"]
-    tokens = [ids[i, :n].tolist() for i, n in enumerate(lengths)]
+    tokens = sample_tokens(ids, lengths)
     plan = plan_dynamic_batches(lengths, max_tokens_per_microbatch, sequence_length_round, ids.shape[1],
                                 min_num_micro_batches, tokens)
     return [rows_micro_batch(batch, group, width, lengths) for group, width in plan]

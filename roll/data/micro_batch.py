@@ -146,6 +146,11 @@ def rows_micro_batch(batch: Batch, indices: list[int], width: int, lengths: list
     )
 
 
+def sample_tokens(input_ids: Tensor, lengths: list[int]) -> list[list[int]]:
+    """Each sample's ids without padding: the sort key that makes the samples of one prompt neighbours."""
+    return [input_ids[i, :n].tolist() for i, n in enumerate(lengths)]
+
+
 def split_padded(batch: Batch, micro_batch_size: int) -> list[MicroBatch]:
     """Plain padding: groups of `micro_batch_size` samples, each row as wide as the batch. The samples are
     taken in the order of their tokens, so the samples of one prompt (a GRPO group's answers, shuffled
@@ -154,9 +159,9 @@ def split_padded(batch: Batch, micro_batch_size: int) -> list[MicroBatch]:
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be ≥ 1, got {micro_batch_size}")
     lengths = sample_lengths(batch.tensors["attention_mask"])
-    ids = batch.tensors["input_ids"]
-    width = ids.shape[1]
-    order = sorted(range(len(batch)), key=lambda i: (ids[i, :lengths[i]].tolist(), i))
+    tokens = sample_tokens(batch.tensors["input_ids"], lengths)
+    width = batch.tensors["input_ids"].shape[1]
+    order = sorted(range(len(batch)), key=lambda i: (tokens[i], i))
     return [rows_micro_batch(batch, order[i : i + micro_batch_size], width, lengths)
             for i in range(0, len(batch), micro_batch_size)]
 

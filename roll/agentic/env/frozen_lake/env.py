@@ -142,12 +142,11 @@ class FrozenLakeEnv(BaseEnv):
         self.desc = self._draw_map(rng)
         if cfg.random_start:
             starts = start_cells(self.desc, beside_hole=cfg.start_beside_hole)
-            generated = cfg.desc is None and cfg.map_seed is None
-            for _ in range(_MAX_MAP_DRAWS):  # a generated map without a decision cell is redrawn
-                if starts or not generated:
-                    break
+            redraws = _MAX_MAP_DRAWS if cfg.desc is None and cfg.map_seed is None else 0
+            while not starts and redraws:  # a generated map without a decision cell is redrawn
                 self.desc = self._draw_map(rng)
-                starts = start_cells(self.desc, beside_hole=True)
+                starts = start_cells(self.desc, beside_hole=cfg.start_beside_hole)
+                redraws -= 1
             if not starts:
                 wanted = " where a move toward the goal falls into a hole (start_beside_hole)" if cfg.start_beside_hole else ""
                 raise ValueError(f"env_config.random_start: the map {self.desc} has no cell with a hole-free path "
