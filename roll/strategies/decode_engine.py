@@ -34,6 +34,7 @@ import torch
 from roll.strategies.generation import GenerationRequest, GenerationResult, SamplingParams
 from roll.strategies.hf_cache_forward import HFCacheForward
 from roll.strategies.kv_forward import LeanForward, lean_forward_unsupported_reason
+from roll.strategies.sampling import sample_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -57,37 +58,6 @@ class _Sequence:
     done: threading.Event = field(default_factory=threading.Event)
     generator: torch.Generator | None = None
     error: str | None = None  # why the engine aborted it
-
-
-def sample_tokens(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]):
-    """Chooses one token per row and returns (tokens [B], raw log-probs [B]). Rows with equal sampling
-    parameters are processed together (the common case is one group for the whole batch)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    tokens = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
-    groups: dict[tuple, list[int]] = {}
-    for i, p in enumerate(params):
-        key = ("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p)
-        groups.setdefault(key, []).append(i)
-    for key, rows in groups.items():
-        idx = torch.tensor(rows, device=logits.device)
-        if key == ("greedy",):
-            tokens[idx] = logits[idx].argmax(dim=-1)
-            continue
-        temperature, top_k, top_p = key
-        scaled = logits[idx] / temperature
-        k = top_k if 0 < top_k < scaled.shape[-1] else scaled.shape[-1]
-        values, candidates = torch.topk(scaled, k, dim=-1)  # sorted, so top-p is a prefix
-        probs = torch.softmax(values, dim=-1)
-        if top_p < 1.0:
-            # keep the smallest prefix whose mass reaches top_p (always at least the best token)
-            drop = (probs.cumsum(-1) - probs) >= top_p
-            probs = probs.masked_fill(drop, 0.0)
-        for j, row in enumerate(rows):
-            # a request's generator is a CPU one (seeded per request, the same draw on any device), so
-            # its draw is made on the CPU
-            choice = torch.multinomial(probs[j].cpu(), 1, generator=generators[row])
-            tokens[row] = candidates[j, choice.to(candidates.device)]
-    return tokens, logp.gather(1, tokens[:, None])[:, 0]
 
 
 def finish_reason(output_ids: list[int], sampling: SamplingParams, eos: set[int],

@@ -23,8 +23,9 @@ import torch
 from transformers import DynamicCache
 
 from roll.models.vision import rope_position_ids
-from roll.strategies.decode_engine import finish_reason, sample_tokens
+from roll.strategies.decode_engine import finish_reason
 from roll.strategies.generation import GenerationRequest, GenerationResult
+from roll.strategies.sampling import sample_tokens
 
 VISION_TOKEN_KEYS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
 

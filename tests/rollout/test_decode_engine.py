@@ -8,9 +8,9 @@ import threading
 import torch
 from transformers import AutoModelForCausalLM
 
-from roll.strategies.decode_engine import sample_tokens
 from roll.strategies.generation import GenerationRequest, SamplingParams
 from roll.strategies.hf_infer import HFInferStrategy
+from roll.strategies.sampling import sample_tokens
 
 
 def _params(n=10, do_sample=False, temperature=0.0, top_p=1.0, top_k=0, **kw) -> SamplingParams:
