@@ -43,7 +43,7 @@ def main() -> None:
         for version in range(1, args.repeats + 1):
             start = time.perf_counter()
             for names in buckets:
-                infer.load_weights(actor.get_state_dict(names), version)
+                infer.load_weights(actor.get_weight_bucket(names), version)
             sync_s.append(time.perf_counter() - start)
             start = time.perf_counter()
             mismatches = infer.verify_weights(actor.weight_checksums(config.model_args.dtype))

@@ -48,9 +48,9 @@ def example_batch(n: int, vocab: int, seed: int = 0):
 
 
 def copy_weights(actor, buckets) -> None:
-    """What a weight sync asks of actor_train: each bucket copied, then dropped before the next."""
+    """What a weight sync asks of actor_train: each bucket (views of its weights), then dropped before the next."""
     for names in buckets:
-        part = actor.execute_rank0("get_state_dict", names)
+        part = actor.execute_rank0("get_weight_bucket", names)
         del part
 
 

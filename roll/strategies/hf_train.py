@@ -291,6 +291,12 @@ class HFTrainStrategy:
         state = self.full_state_dict(names)
         return merge_lora_state(self.model, state) if self.model_args.lora_rank and names is None else state
 
+    def live_weights(self, names: list[str]) -> dict[str, Tensor]:
+        """The model's own tensors `names` (detached, not copied): for a reader that copies them before
+        the next update. Only where inference_weight_bytes is known (no LoRA)."""
+        live = self.model.state_dict()
+        return {name: live[name].detach() for name in names}
+
     def inference_weight_checksums(self, dtype: torch.dtype) -> dict[str, int]:
         """Checksums of the weights inference_state_dict returns (roll/utils/weight_checksum.py), read in
         place: a copy of the model costs 30x the checksums' time (3.3 s against 0.1 s for 135M weights).

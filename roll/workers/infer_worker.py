@@ -16,6 +16,7 @@ import torch
 from roll.configs.worker_config import WorkerConfig
 from roll.distributed.cluster import replayed_on_restart, restores_state
 from roll.strategies import create_infer_strategy
+from roll.utils.shared_weights import SharedWeights
 from roll.utils.weight_checksum import ChecksumMismatch, compare_checksums, fold_checksums
 
 
@@ -59,8 +60,10 @@ class InferWorker:
         self.load_weights(state_dict, version)
 
     @restores_state  # the pipeline streams the current weights to a restarted worker (weight_sync.py)
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+    def load_weights(self, state_dict: dict[str, torch.Tensor] | SharedWeights, version: int) -> None:
         """Some or all of the weights (one bucket of a streamed sync); the version they belong to."""
+        if isinstance(state_dict, SharedWeights):
+            state_dict = state_dict.tensors()  # views of Ray's store: the strategy copies them in
         self.strategy.load_state_dict(state_dict, version)
         self.version = version
 

@@ -26,6 +26,7 @@ from roll.distributed.cluster import collective
 from roll.strategies import create_train_strategy, strategy_facts
 from roll.utils.checkpoint import load_safetensors_dir, rng_state, set_rng_state
 from roll.utils.memory import map_large_blocks
+from roll.utils.shared_weights import SharedWeights
 from roll.utils.weight_checksum import DTYPES as CHECKSUM_DTYPES, state_checksums
 
 
@@ -226,6 +227,12 @@ class TrainWorker:
         `names`: only these (a bucket of a streamed sync; names from inference_weight_bytes)."""
         state = self.strategy.inference_state_dict() if names is None else self.strategy.inference_state_dict(names)
         return state if self.rank == 0 else None
+
+    def get_weight_bucket(self, names: list[str]) -> SharedWeights:
+        """The weights `names` (a bucket of a streamed sync; names from inference_weight_bytes) as views
+        of the live ones, which Ray copies once into its store when this method returns. Only where
+        inference_weight_bytes is known: every rank holds the plain model, so rank 0 answers alone."""
+        return SharedWeights.of(self.strategy.live_weights(names))
 
     @collective
     def weight_checksums(self, dtype: str) -> dict[str, int] | None:

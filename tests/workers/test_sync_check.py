@@ -13,6 +13,7 @@ from roll.configs.worker_config import ModelArgs, TrainingArgs, WorkerConfig
 from roll.distributed import Cluster
 from roll.pipeline.agentic.sync_check import SyncVerifier
 from roll.pipeline.agentic.weight_sync import plan_buckets, stream_weights
+from roll.utils.shared_weights import SharedWeights
 from roll.utils.weight_checksum import WeightSyncMismatch, fold_checksums, state_checksums, tensor_checksum
 from roll.workers.actor_worker import ActorWorker
 from roll.workers.train_worker import LossConfig
@@ -34,9 +35,11 @@ class CorruptingLink:
         import ray
 
         part = self.actor.execute_rank0(method, names)
-        if self.name in part:
-            part[self.name].view(-1)[7] += 0.5
-        return ray.put(part)
+        shared = isinstance(part, SharedWeights)  # views of the trainer's live weights: change a copy
+        state = {k: v.clone() for k, v in part.tensors().items()} if shared else part
+        if self.name in state:
+            state[self.name].view(-1)[7] += 0.5
+        return ray.put(SharedWeights.of(state) if shared else state)
 
 
 def test_the_checksum_changes_with_any_one_element_and_folds_like_a_fused_tensor():

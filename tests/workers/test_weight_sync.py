@@ -154,3 +154,29 @@ def test_a_killed_infer_worker_gets_the_streamed_weights_from_the_restore_hook(t
     finally:
         infer.shutdown()
         actor.shutdown()
+
+
+def test_a_bucket_through_rays_store_is_the_weights_as_the_trainer_returned_them(tiny_model_dir, ray_session):
+    import ray
+
+    train_config = dataclasses.replace(actor_config(tiny_model_dir), training_args=TrainingArgs(
+        learning_rate=3e-2, per_device_train_batch_size=4))
+    actor = Cluster("actor_train", ActorWorker, train_config, threads_per_worker=1)
+    infer = Cluster("actor_infer", InferWorker, WorkerConfig(model_args=ModelArgs(model_name_or_path=str(tiny_model_dir))),
+                    threads_per_worker=1)
+    try:
+        names = list(actor.execute_rank0("inference_weight_bytes"))
+        before = actor.execute_rank0("get_state_dict")
+        bucket = actor.execute_rank0_ref("get_weight_bucket", names)  # views of the live weights when it returned
+        batch = target_batch()
+        batch.tensors["old_logprobs"] = actor.execute_rank0("compute_log_probs", batch)["logprobs"]
+        actor.execute_rank0("train_step", batch, LossConfig(pg_clip_low=10.0, pg_clip_high=100.0))  # the trainer moves on
+        assert any(not torch.equal(before[k], v) for k, v in actor.execute_rank0("get_state_dict").items())
+        arrays = ray.get(bucket).raw
+        assert not any(array.flags.writeable for array in arrays.values())  # the reader gets views of the store
+        infer.execute_all("load_weights", bucket, 1)
+        (served,) = served_weights(infer)
+        assert all(torch.equal(served[k], before[k]) for k in names)
+    finally:
+        infer.shutdown()
+        actor.shutdown()

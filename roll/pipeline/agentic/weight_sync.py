@@ -10,7 +10,9 @@ Streaming needs both ends to take part of the weights: the trainer's strategy sa
 can copy alone (`inference_weight_bytes`: hf_train without LoRA) and the inference strategy whether it
 loads a part at a time (`loads_weights_in_parts` in roll/strategies/registry.py: hf_infer). Otherwise
 the plan is one bucket holding everything, as before. Async training keeps sending whole snapshots:
-its trainer moves on while the rollout thread loads them later (async_rollout.py).
+its trainer moves on while the rollout thread loads them later (async_rollout.py). A named bucket
+travels as byte views of the trainer's live weights (roll/utils/shared_weights.py): one copy into the
+store, one out of it into the inference model.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def stream_weights(train: Any, infer: Any, buckets: list[list[str] | None], vers
     """Copies actor_train's current weights into every inference rank (or only `rank`, a restarted
     one), one bucket at a time; the object store's copy of a bucket is dropped before the next."""
     for names in buckets:
-        part = train.execute_rank0_ref("get_state_dict", names)  # stays in Ray's object store
+        # stays in Ray's object store; a named bucket travels as views (roll/utils/shared_weights.py)
+        part = train.execute_rank0_ref("get_state_dict" if names is ALL_WEIGHTS else "get_weight_bucket", names)
         if rank is None:
             infer.execute_all("load_weights", part, version)
         else:
