@@ -279,23 +279,23 @@ class HFTrainStrategy:
         return float(self.optimizer.param_groups[0]["lr"])
 
     # --- state ------------------------------------------------------------------------------------
-    def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
-        """Every parameter and buffer of the trained module (LoRA: adapter keys), on CPU, on rank 0;
-        only `names` when given, so a part is copied without the rest."""
+    def live_weights(self, names: list[str] | None = None) -> dict[str, Tensor]:
+        """Every parameter and buffer of the trained module (LoRA: adapter keys), detached, not copied;
+        only `names` when given. For a reader that copies them before the next update (a streamed
+        weight sync: TrainWorker.get_weight_bucket)."""
         live = self.model.state_dict()
-        return {k: live[k].detach().cpu().clone() for k in (live if names is None else names)}
+        return {k: live[k].detach() for k in (live if names is None else names)}
+
+    def full_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
+        """live_weights copied to the CPU, on rank 0; only `names` when given, so a part is copied
+        without the rest."""
+        return {k: v.cpu().clone() for k, v in self.live_weights(names).items()}
 
     def inference_state_dict(self, names: list[str] | None = None) -> dict[str, Tensor]:
         """Weights named as in the plain HF model (LoRA merged in), for the inference engine; only
         `names` (from inference_weight_bytes, which gives none with LoRA) when given."""
         state = self.full_state_dict(names)
         return merge_lora_state(self.model, state) if self.model_args.lora_rank and names is None else state
-
-    def live_weights(self, names: list[str]) -> dict[str, Tensor]:
-        """The model's own tensors `names` (detached, not copied): for a reader that copies them before
-        the next update. Only where inference_weight_bytes is known (no LoRA)."""
-        live = self.model.state_dict()
-        return {name: live[name].detach() for name in names}
 
     def inference_weight_checksums(self, dtype: torch.dtype) -> dict[str, int]:
         """Checksums of the weights inference_state_dict returns (roll/utils/weight_checksum.py), read in
